@@ -1,0 +1,165 @@
+// copy_ for emu: host-to-device, device-to-host, device-to-device on one
+// device and between two devices (peer), each as runtime memcpy on the
+// current stream, synchronous unless non_blocking.
+#include <ATen/core/CachingHostAllocator.h>
+#include <ATen/ops/empty.h>
+#include <c10/core/DeviceGuard.h>
+
+#include "aten/EmuHostAlias.h"
+#include "aten/EmuOps.h"
+#include "core/EmuException.h"
+#include "core/EmuHostAllocator.h"
+#include "core/EmuLaunch.h"
+#include "core/EmuStream.h"
+
+namespace torch_emu {
+namespace {
+
+bool is_emu(const at::Tensor& t) {
+  return t.device().type() == c10::DeviceType::PrivateUse1;
+}
+
+// A tensor that a memcpy can read or write as one flat block.
+bool is_flat(const at::Tensor& t) {
+  return t.is_contiguous() && !t.is_conj() && !t.is_neg();
+}
+
+// `src` made ready for a flat copy into `dst`: broadcast, cast and made
+// contiguous on its own device (a kernel there when it lives on emu).
+at::Tensor flat_source_for(const at::Tensor& src, const at::Tensor& dst) {
+  at::Tensor flat = src.sizes() == dst.sizes() ? src : src.expand_as(dst);
+  if (flat.scalar_type() != dst.scalar_type() || !is_flat(flat)) {
+    flat = flat.to(dst.scalar_type()).resolve_conj().resolve_neg().contiguous();
+  }
+  return flat;
+}
+
+// A pinned source/destination must not be recycled by the host allocator
+// until the asynchronous copy that reads or writes it has run.
+void keep_pinned_alive(const at::Tensor& host, const c10::Stream& stream) {
+  const c10::DataPtr& data = host.storage().data_ptr();
+  if (is_pinned_ptr(data.get())) {
+    at::getHostAllocator(c10::DeviceType::PrivateUse1)->record_event(data.get(), data.get_context(), stream);
+  }
+}
+
+// LITERALINCLUDE START: COPY_MEMCPY
+// One flat memcpy on `stream`; waits for it unless non_blocking. Pageable
+// host memory makes the runtime finish the copy before returning anyway.
+void memcpy_on_stream(void* dst, const void* src, size_t nbytes, emuMemcpyKind kind,
+                      const c10::Stream& stream, bool non_blocking) {
+  emuStream_t native = native_stream(stream);
+  EMU_CHECK(emuMemcpyAsync(dst, src, nbytes, kind, native));
+  if (!non_blocking) {
+    EMU_CHECK(emuStreamSynchronize(native));
+  }
+}
+// LITERALINCLUDE END: COPY_MEMCPY
+
+// Copy into a non-contiguous destination through a contiguous temporary.
+at::Tensor copy_via_contiguous(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  at::Tensor tmp = at::empty(dst.sizes(), dst.options());
+  copy_from(src, tmp, non_blocking);
+  dst.copy_(tmp, non_blocking);
+  return dst;
+}
+
+at::Tensor copy_within_device(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  const c10::Stream stream = current_stream(dst.device().index());
+  if (is_flat(src) && is_flat(dst) && src.sizes() == dst.sizes() && src.dtype() == dst.dtype()) {
+    memcpy_on_stream(dst.data_ptr(), src.data_ptr(), dst.nbytes(), emuMemcpyDeviceToDevice,
+                     stream, /*non_blocking=*/true); // stream order suffices on one device
+    return dst;
+  }
+  // Strided, broadcast or converting copies are a kernel: CPU's copy_ run on
+  // the device memory through aliases.
+  HostAliases aliases;
+  at::Tensor dst_alias = aliases.alias(dst);
+  at::Tensor src_alias = aliases.alias(src);
+  launch_kernel(stream, [&] { dst_alias.copy_(src_alias); });
+  return dst;
+}
+
+// LITERALINCLUDE START: COPY_PEER
+// Like CUDA: the copy runs on the source device's current stream, which first
+// waits for the destination's current stream (dst may still be in use), and
+// the destination's stream then waits for the copy.
+at::Tensor copy_between_devices(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  if (!is_flat(dst)) {
+    return copy_via_contiguous(src, dst, non_blocking);
+  }
+  const c10::DeviceGuard guard(src.device());
+  at::Tensor flat = flat_source_for(src, dst);
+  const c10::Stream src_stream = current_stream(src.device().index());
+  const c10::Stream dst_stream = current_stream(dst.device().index());
+  emuEvent_t dst_ready = nullptr, copied = nullptr;
+  EMU_CHECK(emuEventCreateWithFlags(&dst_ready, emuEventDisableTiming));
+  EMU_CHECK(emuEventCreateWithFlags(&copied, emuEventDisableTiming));
+  EMU_CHECK(emuEventRecord(dst_ready, native_stream(dst_stream)));
+  EMU_CHECK(emuStreamWaitEvent(native_stream(src_stream), dst_ready));
+  memcpy_on_stream(dst.data_ptr(), flat.data_ptr(), dst.nbytes(), emuMemcpyDeviceToDevice,
+                   src_stream, /*non_blocking=*/true);
+  EMU_CHECK(emuEventRecord(copied, native_stream(src_stream)));
+  EMU_CHECK(emuStreamWaitEvent(native_stream(dst_stream), copied));
+  EMU_CHECK(emuEventDestroy(dst_ready));
+  EMU_CHECK(emuEventDestroy(copied));
+  if (!non_blocking) {
+    EMU_CHECK(emuStreamSynchronize(native_stream(dst_stream)));
+  }
+  return dst;
+}
+// LITERALINCLUDE END: COPY_PEER
+
+// LITERALINCLUDE START: COPY_HOST
+at::Tensor copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  if (!is_flat(dst)) {
+    return copy_via_contiguous(src, dst, non_blocking);
+  }
+  const c10::DeviceGuard guard(dst.device());
+  const c10::Stream stream = current_stream(dst.device().index());
+  at::Tensor flat = flat_source_for(src, dst);
+  memcpy_on_stream(dst.data_ptr(), flat.const_data_ptr(), dst.nbytes(), emuMemcpyHostToDevice,
+                   stream, non_blocking);
+  if (non_blocking) {
+    keep_pinned_alive(flat, stream);
+  }
+  return dst;
+}
+
+at::Tensor copy_device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  if (!is_flat(dst)) {
+    return copy_via_contiguous(src, dst, non_blocking);
+  }
+  const c10::DeviceGuard guard(src.device());
+  const c10::Stream stream = current_stream(src.device().index());
+  at::Tensor flat = flat_source_for(src, dst);
+  memcpy_on_stream(dst.data_ptr(), flat.const_data_ptr(), dst.nbytes(), emuMemcpyDeviceToHost,
+                   stream, non_blocking);
+  if (non_blocking) {
+    keep_pinned_alive(dst, stream);
+  }
+  return dst;
+}
+// LITERALINCLUDE END: COPY_HOST
+
+} // namespace
+
+at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  TORCH_CHECK(src.layout() == at::kStrided && dst.layout() == at::kStrided,
+              "emu supports copies between strided tensors only");
+  if (dst.numel() == 0) {
+    return dst;
+  }
+  if (is_emu(src) && is_emu(dst)) {
+    return src.device() == dst.device() ? copy_within_device(src, dst, non_blocking)
+                                        : copy_between_devices(src, dst, non_blocking);
+  }
+  if (is_emu(dst)) {
+    TORCH_CHECK(src.is_cpu(), "cannot copy from ", src.device(), " to ", dst.device());
+    return copy_host_to_device(src, dst, non_blocking);
+  }
+  TORCH_CHECK(dst.is_cpu(), "cannot copy from ", src.device(), " to ", dst.device());
+  return copy_device_to_host(src, dst, non_blocking);
+}
+
+} // namespace torch_emu

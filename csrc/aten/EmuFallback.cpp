@@ -1,0 +1,159 @@
+// The global fallback: any aten op without an emu kernel runs PyTorch's own
+// CPU kernel directly on the device memory, as a kernel on the current emu
+// stream. Inputs are aliased (HostAliases), outputs are allocated in device
+// memory by the kernel-aware CPU allocator, so nothing is copied.
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/library.h>
+
+#include "aten/EmuHostAlias.h"
+#include "core/EmuGenerator.h"
+#include "core/EmuLaunch.h"
+#include "core/EmuStream.h"
+
+namespace torch_emu {
+namespace {
+
+bool is_emu(const at::Tensor& t) {
+  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
+}
+
+bool is_optional_generator(const c10::Argument& arg) {
+  const auto& type = arg.type();
+  return type->kind() == c10::OptionalType::Kind &&
+      type->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::GeneratorType::Kind;
+}
+
+// Ops that, like on CUDA, accept host index tensors beside device tensors.
+bool accepts_host_tensors(const c10::OperatorName& name) {
+  return name.name == "aten::index" || name.name == "aten::index_put_" ||
+      name.name == "aten::index_put" || name.name == "aten::_index_put_impl_";
+}
+
+// LITERALINCLUDE START: FALLBACK_DEVICE_CHECK
+// The device every emu argument is on; mixing devices is an error, exactly as
+// on CUDA (0-dim host tensors are scalars and always allowed).
+struct DeviceCheck {
+  const c10::OperatorHandle& op;
+  c10::DeviceIndex device = -1;
+  bool host_tensor = false;
+
+  void visit(const at::Tensor& t) {
+    if (!t.defined()) {
+      return;
+    }
+    if (is_emu(t)) {
+      TORCH_CHECK(device < 0 || device == t.device().index(),
+                  "Expected all tensors to be on the same device, but found at least two devices, emu:",
+                  static_cast<int>(device), " and ", t.device(), "! (when running ", op.schema().operator_name(), ")");
+      device = t.device().index();
+    } else if (t.dim() > 0) {
+      host_tensor = true;
+    }
+  }
+
+  void finish() {
+    TORCH_CHECK(!host_tensor || device < 0 || accepts_host_tensors(op.schema().operator_name()),
+                "Expected all tensors to be on the same device, but found at least two devices, emu:",
+                static_cast<int>(device), " and cpu! (when running ", op.schema().operator_name(), ")");
+  }
+};
+// LITERALINCLUDE END: FALLBACK_DEVICE_CHECK
+
+// Applies `fn` to every tensor in an IValue (tensor, or list of tensors or
+// optional tensors); returns the IValue rebuilt from fn's results.
+template <typename Fn>
+c10::IValue map_tensors(const c10::IValue& value, Fn&& fn) {
+  if (value.isTensor()) {
+    return fn(value.toTensor());
+  }
+  if (value.isList()) {
+    c10::impl::GenericList in = value.toList();
+    c10::impl::GenericList out(in.elementType());
+    out.reserve(in.size());
+    for (const c10::IValue& element : in) {
+      out.push_back(element.isTensor() ? c10::IValue(fn(element.toTensor())) : element);
+    }
+    return out;
+  }
+  return value;
+}
+
+template <typename Fn>
+void for_each_tensor(const c10::IValue& value, Fn&& fn) {
+  if (value.isTensor()) {
+    fn(value.toTensor());
+  } else if (value.isList()) {
+    for (const c10::IValue& element : value.toListRef()) {
+      if (element.isTensor()) {
+        fn(element.toTensor());
+      }
+    }
+  }
+}
+
+// LITERALINCLUDE START: FALLBACK
+void emu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& schema = op.schema();
+  const size_t num_args = schema.arguments().size();
+  const auto args = torch::jit::last(*stack, num_args);
+  TORCH_CHECK_NOT_IMPLEMENTED(op.hasKernelForDispatchKey(c10::DispatchKey::CPU),
+                              "The operator '", schema.operator_name(),
+                              "' is not implemented for emu: it has neither an emu kernel nor a CPU "
+                              "kernel for the emu fallback to run.");
+
+  // 1. Which device runs it (and no tensors on two devices).
+  DeviceCheck check{op};
+  for (const c10::IValue& arg : args) {
+    for_each_tensor(arg, [&](const at::Tensor& t) { check.visit(t); });
+  }
+  check.finish();
+  c10::DeviceIndex device = check.device;
+
+  // 2. Rewrite the arguments for the CPU kernel: emu tensors become aliases of
+  // their device memory, an emu device argument (factory ops) becomes CPU, and
+  // random ops get the CPU generator behind the emu generator.
+  HostAliases aliases;
+  for (size_t i = 0; i < num_args; ++i) {
+    c10::IValue& arg = (*stack)[stack->size() - num_args + i];
+    if (arg.isDevice() && arg.toDevice().type() == c10::DeviceType::PrivateUse1) {
+      if (device < 0 && arg.toDevice().has_index()) {
+        device = arg.toDevice().index();
+      }
+      arg = c10::Device(c10::DeviceType::CPU);
+    } else {
+      arg = map_tensors(arg, [&](const at::Tensor& t) { return is_emu(t) ? aliases.alias(t) : t; });
+    }
+  }
+  if (device < 0) {
+    device = current_device();
+  }
+  for (size_t i = 0; i < num_args; ++i) {
+    if (is_optional_generator(schema.arguments()[i])) {
+      c10::IValue& arg = (*stack)[stack->size() - num_args + i];
+      arg = cpu_generator_for(arg.toOptional<at::Generator>(), device);
+    }
+  }
+
+  // 3. Run the CPU kernel as a kernel on the device's current stream.
+  launch_kernel(current_stream(device), [&] {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  });
+
+  // 4. Results back as emu tensors (no copies), out= resizes propagated.
+  aliases.sync_inputs();
+  const size_t num_returns = schema.returns().size();
+  for (size_t i = stack->size() - num_returns; i < stack->size(); ++i) {
+    (*stack)[i] = map_tensors((*stack)[i], [&](const at::Tensor& t) { return aliases.to_emu(t, device); });
+  }
+}
+// LITERALINCLUDE END: FALLBACK
+
+} // namespace
+
+// LITERALINCLUDE START: FALLBACK_REGISTER
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&emu_fallback>());
+}
+// LITERALINCLUDE END: FALLBACK_REGISTER
+
+} // namespace torch_emu

@@ -1,0 +1,111 @@
+#include "aten/EmuHostAlias.h"
+
+#include <c10/core/CPUAllocator.h>
+
+#include "core/EmuDeviceAllocator.h"
+#include "runtime/emu_runtime.h"
+
+namespace torch_emu {
+namespace {
+
+void copy_view_bits(const at::Tensor& from, c10::TensorImpl* to) {
+  to->set_sizes_and_strides(from.sizes(), from.strides(), from.storage_offset());
+  to->_set_conj(from.is_conj());
+  to->_set_neg(from.is_neg());
+  if (from.unsafeGetTensorImpl()->is_wrapped_number()) {
+    to->set_wrapped_number(true); // type promotion treats it as a Python scalar
+  }
+}
+
+at::Tensor tensor_on(c10::Storage storage, c10::DispatchKey key, const at::Tensor& like) {
+  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(key), like.dtype());
+  copy_view_bits(like, impl.get());
+  return at::Tensor(std::move(impl));
+}
+
+bool is_device_memory(const void* ptr) {
+  emuPointerAttributes attr{};
+  return emuPointerGetAttributes(&attr, ptr) == emuSuccess && attr.type == emuMemoryTypeDevice;
+}
+
+} // namespace
+
+// LITERALINCLUDE START: HOST_ALIAS
+c10::Storage& HostAliases::cpu_storage_for(const c10::Storage& emu) {
+  for (Pair& p : storages_) {
+    if (p.emu.unsafeGetStorageImpl() == emu.unsafeGetStorageImpl()) {
+      return p.cpu;
+    }
+  }
+  // Non-owning: the emu storage keeps the memory alive for the launch. It is
+  // resizable through the (kernel-aware) CPU allocator so out= resizes work.
+  c10::Storage cpu(c10::Storage::use_byte_size_t(), emu.nbytes(),
+                   c10::DataPtr(emu.mutable_data(), c10::Device(c10::DeviceType::CPU)),
+                   c10::GetCPUAllocator(), /*resizable=*/emu.resizable());
+  storages_.push_back({emu, std::move(cpu)});
+  return storages_.back().cpu;
+}
+
+at::Tensor HostAliases::alias(const at::Tensor& emu) {
+  at::Tensor cpu = tensor_on(cpu_storage_for(emu.storage()), c10::DispatchKey::CPU, emu);
+  inputs_.push_back({emu, cpu});
+  return cpu;
+}
+// LITERALINCLUDE END: HOST_ALIAS
+
+// LITERALINCLUDE START: HOST_ALIAS_OUTPUTS
+at::Tensor HostAliases::to_emu(const at::Tensor& cpu, c10::DeviceIndex device) {
+  if (!cpu.defined() || !cpu.is_cpu()) {
+    return cpu;
+  }
+  for (const InputPair& in : inputs_) {
+    if (in.cpu.unsafeGetTensorImpl() == cpu.unsafeGetTensorImpl()) {
+      return in.emu; // in-place and out= ops return their argument itself
+    }
+  }
+  c10::StorageImpl* cpu_storage = cpu.storage().unsafeGetStorageImpl();
+  for (const Pair& p : storages_) {
+    if (p.cpu.unsafeGetStorageImpl() == cpu_storage) {
+      return tensor_on(p.emu, c10::DispatchKey::PrivateUse1, cpu); // a view of an input
+    }
+  }
+  if (cpu_storage->data() == nullptr || is_device_memory(cpu_storage->data())) {
+    // Allocated inside the kernel: take the memory over as an emu storage.
+    c10::DataPtr data = cpu_storage->set_data_ptr(c10::DataPtr(nullptr, c10::Device(c10::DeviceType::CPU)));
+    data.unsafe_set_device(c10::Device(c10::DeviceType::PrivateUse1, device));
+    c10::Storage emu(c10::Storage::use_byte_size_t(), cpu_storage->nbytes(), std::move(data),
+                     device_allocator(), /*resizable=*/true);
+    // Other outputs sharing this storage must map to the same emu storage.
+    storages_.push_back({emu, cpu.storage()});
+    return tensor_on(std::move(emu), c10::DispatchKey::PrivateUse1, cpu);
+  }
+  // Host memory from elsewhere (rare: a kernel returning a cached buffer).
+  return cpu.to(c10::Device(c10::DeviceType::PrivateUse1, device));
+}
+// LITERALINCLUDE END: HOST_ALIAS_OUTPUTS
+
+void HostAliases::sync_inputs() {
+  for (Pair& p : storages_) {
+    c10::StorageImpl* cpu = p.cpu.unsafeGetStorageImpl();
+    c10::StorageImpl* emu = p.emu.unsafeGetStorageImpl();
+    if (cpu->data() != emu->data() && cpu->data() != nullptr) {
+      // The kernel grew an out= argument: its new memory came from the
+      // device (kernel-aware CPU allocator), so adopt it.
+      c10::DataPtr data = cpu->set_data_ptr(c10::DataPtr(nullptr, c10::Device(c10::DeviceType::CPU)));
+      data.unsafe_set_device(emu->device());
+      emu->set_data_ptr_noswap(std::move(data));
+    }
+    if (cpu->nbytes() != emu->nbytes()) {
+      emu->set_nbytes(cpu->nbytes());
+    }
+  }
+  for (InputPair& in : inputs_) {
+    const at::Tensor& cpu = in.cpu;
+    if (cpu.sizes() != in.emu.sizes() || cpu.strides() != in.emu.strides() ||
+        cpu.storage_offset() != in.emu.storage_offset()) {
+      in.emu.unsafeGetTensorImpl()->set_sizes_and_strides(cpu.sizes(), cpu.strides(), cpu.storage_offset());
+    }
+  }
+}
+
+} // namespace torch_emu

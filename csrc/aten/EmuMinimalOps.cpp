@@ -1,0 +1,142 @@
+// The minimal operator set: the ops every PrivateUse1 backend must implement
+// natively, because the fallback itself (and PyTorch's composite ops) build on
+// them. Everything else works through the fallback (EmuFallback.cpp).
+#include <ATen/EmptyTensor.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/set_native.h>
+#include <ATen/ops/view_native.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "aten/EmuOps.h"
+#include "core/EmuDeviceAllocator.h"
+#include "core/EmuException.h"
+#include "core/EmuStream.h"
+
+namespace torch_emu {
+namespace {
+
+constexpr auto kEmuKeys = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1);
+
+c10::DeviceIndex device_index_or_current(std::optional<at::Device> device) {
+  return device.has_value() && device->has_index() ? device->index() : current_device();
+}
+
+// LITERALINCLUDE START: OP_EMPTY
+at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                               std::optional<at::Layout> layout, std::optional<at::Device> device,
+                               std::optional<bool> pin_memory,
+                               std::optional<at::MemoryFormat> memory_format) {
+  TORCH_CHECK(!pin_memory.has_value() || !*pin_memory, "Only dense CPU tensors can be pinned");
+  const c10::DeviceGuard guard(at::Device(c10::DeviceType::PrivateUse1, device_index_or_current(device)));
+  return at::detail::empty_generic(size, device_allocator(), kEmuKeys,
+                                   c10::dtype_or_default(dtype), memory_format);
+}
+
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
+                         std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
+                         std::optional<at::Device> device, std::optional<bool> pin_memory) {
+  TORCH_CHECK(!pin_memory.has_value() || !*pin_memory, "Only dense CPU tensors can be pinned");
+  const c10::DeviceGuard guard(at::Device(c10::DeviceType::PrivateUse1, device_index_or_current(device)));
+  return at::detail::empty_strided_generic(size, stride, device_allocator(), kEmuKeys,
+                                           c10::dtype_or_default(dtype));
+}
+// LITERALINCLUDE END: OP_EMPTY
+
+// LITERALINCLUDE START: OP_RESIZE
+const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
+                          std::optional<at::MemoryFormat> memory_format) {
+  auto* impl = self.unsafeGetTensorImpl();
+  if (self.sizes() != size) {
+    impl->set_sizes_contiguous(size);
+    const size_t needed = at::detail::computeStorageNbytesContiguous(
+        size, self.dtype().itemsize(), self.storage_offset());
+    if (needed > self.storage().nbytes()) {
+      resize_storage_bytes(self.storage().unsafeGetStorageImpl(), needed);
+    }
+  }
+  if (memory_format.has_value() && *memory_format != at::MemoryFormat::Preserve) {
+    impl->empty_tensor_restride(*memory_format);
+  }
+  return self;
+}
+// LITERALINCLUDE END: OP_RESIZE
+
+// LITERALINCLUDE START: OP_SET
+at::Tensor& set_source_storage_offset(at::Tensor& self, at::Storage source, int64_t storage_offset,
+                                      c10::IntArrayRef size, c10::IntArrayRef stride) {
+  at::native::checkSetStorage(self, std::move(source), storage_offset, size, stride);
+  const c10::DimVector strides =
+      stride.data() != nullptr ? c10::DimVector(stride) : c10::contiguous_strides(size);
+  const size_t needed = at::detail::computeStorageNbytes(size, strides, self.dtype().itemsize(),
+                                                         storage_offset);
+  if (needed > self.storage().nbytes()) {
+    resize_storage_bytes(self.storage().unsafeGetStorageImpl(), needed);
+  }
+  self.unsafeGetTensorImpl()->set_sizes_and_strides(size, strides, storage_offset);
+  return self;
+}
+
+// set_() with no source: an empty tensor on a fresh, empty storage.
+at::Tensor& set_empty(at::Tensor& self) {
+  c10::Storage storage(c10::Storage::use_byte_size_t(), 0, device_allocator(), /*resizable=*/true);
+  return set_source_storage_offset(self, std::move(storage), 0, {0}, {});
+}
+// LITERALINCLUDE END: OP_SET
+
+// LITERALINCLUDE START: OP_SCALAR
+// .item(): one element copied to the host, after the stream's work finished.
+at::Scalar local_scalar_dense(const at::Tensor& self) {
+  at::Tensor host = at::empty({}, self.options().device(at::kCPU));
+  copy_from(self, host, /*non_blocking=*/false);
+  return host.item();
+}
+// LITERALINCLUDE END: OP_SCALAR
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  dst.resize_(self.sizes());
+  return copy_from(self, dst, /*non_blocking=*/false);
+}
+
+} // namespace
+
+void resize_storage_bytes(c10::StorageImpl* storage, size_t new_bytes) {
+  TORCH_CHECK(storage->resizable(), "Trying to resize storage that is not resizable");
+  const size_t old_bytes = storage->nbytes();
+  if (new_bytes == old_bytes) {
+    return;
+  }
+  const c10::DeviceGuard guard(storage->device());
+  c10::Allocator* allocator = storage->allocator() != nullptr ? storage->allocator() : device_allocator();
+  at::DataPtr data = allocator->allocate(new_bytes);
+  const size_t keep = std::min(old_bytes, new_bytes);
+  if (keep > 0) {
+    EMU_CHECK(emuMemcpyAsync(data.get(), storage->data(), keep, emuMemcpyDeviceToDevice,
+                             native_stream(current_stream(storage->device().index()))));
+  }
+  // The old block goes back to the cache, ordered after the copy on this stream.
+  storage->set_data_ptr_noswap(std::move(data));
+  storage->set_nbytes(new_bytes);
+}
+
+// LITERALINCLUDE START: MINIMAL_OPS_REGISTER
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
+  m.impl("empty_strided", TORCH_FN(empty_strided));
+  m.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));
+  m.impl("resize_", TORCH_FN(resize_));
+  m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
+  m.impl("_copy_from", TORCH_FN(copy_from));
+  m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+  m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
+  m.impl("set_.source_Tensor", TORCH_FN(at::native::set_tensor_));
+  m.impl("set_.source_Storage", TORCH_FN(at::native::set_));
+  m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_source_storage_offset));
+  m.impl("set_", TORCH_FN(set_empty));
+  m.impl("view", TORCH_FN(at::native::view));
+}
+// LITERALINCLUDE END: MINIMAL_OPS_REGISTER
+
+} // namespace torch_emu

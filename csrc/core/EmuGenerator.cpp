@@ -1,0 +1,96 @@
+#include "core/EmuGenerator.h"
+
+#include <array>
+#include <mutex>
+
+#include "core/EmuStream.h"
+
+namespace torch_emu {
+
+EmuGeneratorImpl::EmuGeneratorImpl(c10::DeviceIndex device, uint64_t seed)
+    : c10::GeneratorImpl(c10::Device(c10::DeviceType::PrivateUse1, device),
+                         c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
+      cpu_(at::make_generator<at::CPUGeneratorImpl>(seed)) {}
+
+// Every accessor takes the CPU generator's lock, the same lock the CPU
+// kernels take while drawing numbers.
+void EmuGeneratorImpl::set_current_seed(uint64_t seed) {
+  std::lock_guard<std::mutex> lock(cpu_.mutex());
+  cpu_.set_current_seed(seed);
+}
+
+uint64_t EmuGeneratorImpl::current_seed() const {
+  std::lock_guard<std::mutex> lock(cpu_.mutex());
+  return cpu_.current_seed();
+}
+
+uint64_t EmuGeneratorImpl::seed() {
+  std::lock_guard<std::mutex> lock(cpu_.mutex());
+  return cpu_.seed();
+}
+
+void EmuGeneratorImpl::set_offset(uint64_t offset) {
+  std::lock_guard<std::mutex> lock(cpu_.mutex());
+  cpu_.set_offset(offset);
+}
+
+uint64_t EmuGeneratorImpl::get_offset() const {
+  std::lock_guard<std::mutex> lock(cpu_.mutex());
+  return cpu_.get_offset();
+}
+
+void EmuGeneratorImpl::set_state(const c10::TensorImpl& new_state) {
+  std::lock_guard<std::mutex> lock(cpu_.mutex());
+  cpu_.unsafeGetGeneratorImpl()->set_state(new_state);
+}
+
+c10::intrusive_ptr<c10::TensorImpl> EmuGeneratorImpl::get_state() const {
+  std::lock_guard<std::mutex> lock(cpu_.mutex());
+  return cpu_.unsafeGetGeneratorImpl()->get_state();
+}
+
+EmuGeneratorImpl* EmuGeneratorImpl::clone_impl() const {
+  auto* copy = new EmuGeneratorImpl(device().index());
+  std::lock_guard<std::mutex> lock(cpu_.mutex());
+  copy->cpu_ = cpu_.clone();
+  return copy;
+}
+
+// LITERALINCLUDE START: DEFAULT_GENERATORS
+const at::Generator& default_generator(c10::DeviceIndex device) {
+  static std::once_flag once;
+  static std::vector<at::Generator>* generators = nullptr;
+  std::call_once(once, [] {
+    // Leaked on purpose: generators must outlive every static destructor
+    // that might still draw random numbers.
+    generators = new std::vector<at::Generator>();
+    for (c10::DeviceIndex i = 0; i < device_count(); ++i) {
+      generators->push_back(at::make_generator<EmuGeneratorImpl>(i));
+    }
+  });
+  if (device < 0) {
+    device = current_device();
+  }
+  check_device_index(device);
+  return (*generators)[device];
+}
+// LITERALINCLUDE END: DEFAULT_GENERATORS
+
+at::Generator new_generator(c10::DeviceIndex device) {
+  if (device < 0) {
+    device = current_device();
+  }
+  check_device_index(device);
+  return at::make_generator<EmuGeneratorImpl>(device);
+}
+
+at::Generator cpu_generator_for(const std::optional<at::Generator>& gen, c10::DeviceIndex device) {
+  if (gen.has_value() && gen->defined()) {
+    TORCH_CHECK(gen->device().type() == c10::DeviceType::PrivateUse1,
+                "Expected a generator on emu for an emu random op, but got one on ", gen->device());
+    return at::check_generator<EmuGeneratorImpl>(*gen)->cpu_generator();
+  }
+  return at::check_generator<EmuGeneratorImpl>(default_generator(device))->cpu_generator();
+}
+
+} // namespace torch_emu

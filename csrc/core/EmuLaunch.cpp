@@ -1,0 +1,106 @@
+#include "core/EmuLaunch.h"
+
+#include <c10/core/CPUAllocator.h>
+
+#include <exception>
+
+#include "core/EmuDeviceAllocator.h"
+#include "core/EmuException.h"
+#include "core/EmuStream.h"
+
+namespace torch_emu {
+namespace {
+
+thread_local c10::DeviceIndex tls_kernel_device = -1;
+
+// LITERALINCLUDE START: KERNEL_CPU_ALLOCATOR
+// CPU kernels allocate their outputs (and scratch) with the CPU allocator.
+// Inside an emu kernel this allocator hands out emu device memory instead, so
+// the outputs of a CPU kernel already live on the device and become emu
+// tensors without a copy. Outside kernels it is the ordinary CPU allocator.
+struct KernelAwareCPUAllocator final : public c10::Allocator {
+  explicit KernelAwareCPUAllocator(c10::Allocator* cpu) : cpu_(cpu) {}
+
+  c10::DataPtr allocate(size_t nbytes) override {
+    if (tls_kernel_device < 0) {
+      return cpu_->allocate(nbytes);
+    }
+    c10::DataPtr data = device_allocator()->allocate(nbytes);
+    // The kernel sees a CPU tensor; the fallback re-tags it as emu after.
+    data.unsafe_set_device(c10::Device(c10::DeviceType::CPU));
+    return data;
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override {
+    return nullptr; // two kinds of memory: no single raw deleter
+  }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    std::memcpy(dest, src, count); // only ever called from inside kernels
+  }
+
+ private:
+  c10::Allocator* cpu_;
+};
+
+const bool cpu_allocator_installed = [] {
+  static KernelAwareCPUAllocator allocator(c10::GetCPUAllocator());
+  c10::SetCPUAllocator(&allocator, /*priority=*/100);
+  return true;
+}();
+// LITERALINCLUDE END: KERNEL_CPU_ALLOCATOR
+
+struct Launch {
+  c10::function_ref<void()> kernel;
+  c10::Stream stream;
+  std::exception_ptr error;
+};
+
+// Runs on the launching thread (stream idle) or on the stream's worker.
+int run_kernel(void* user_data) {
+  auto* launch = static_cast<Launch*>(user_data);
+  const c10::DeviceIndex device = launch->stream.device_index();
+  const c10::DeviceIndex outer_kernel = tls_kernel_device;
+  int outer_device = 0;
+  (void)emuGetDevice(&outer_device);
+  try {
+    EMU_CHECK(emuSetDevice(device));
+    const c10::Stream outer_stream = exchange_stream(launch->stream);
+    tls_kernel_device = device;
+    try {
+      launch->kernel();
+    } catch (...) {
+      launch->error = std::current_exception();
+    }
+    exchange_stream(outer_stream);
+  } catch (...) {
+    launch->error = std::current_exception();
+  }
+  tls_kernel_device = outer_kernel;
+  (void)emuSetDevice(outer_device);
+  return launch->error ? 1 : 0;
+}
+
+} // namespace
+
+// LITERALINCLUDE START: LAUNCH_KERNEL
+void launch_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel) {
+  Launch launch{kernel, stream, nullptr};
+  emuStream_t native = native_stream(stream);
+  const emuError_t launched = emuLaunchKernel(native, &run_kernel, &launch);
+  // Waiting also makes the kernel's results (and errors) visible here. A
+  // launch failure is our own kernel's exception, rethrown below.
+  const emuError_t synced = emuStreamSynchronize(native);
+  if (launch.error) {
+    std::rethrow_exception(launch.error);
+  }
+  EMU_CHECK(launched);
+  EMU_CHECK(synced);
+}
+// LITERALINCLUDE END: LAUNCH_KERNEL
+
+c10::DeviceIndex kernel_device() {
+  return tls_kernel_device;
+}
+
+} // namespace torch_emu

@@ -1,0 +1,21 @@
+// The one path by which device work runs: every kernel (native or fallback)
+// is launched onto an emu stream through the runtime.
+#pragma once
+
+#include <c10/core/Stream.h>
+#include <c10/util/FunctionRef.h>
+
+namespace torch_emu {
+
+// Runs `kernel` as device work in the order of `stream` and waits for it to
+// finish (kernels may produce tensors whose shapes the caller needs; a later
+// issue makes this asynchronous). While it runs, on whatever thread runs it,
+// the current emu device and stream are those of `stream`, and host
+// allocations made by CPU kernels come from emu device memory. An exception
+// thrown by `kernel` is rethrown here.
+void launch_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel);
+
+// The device whose work the calling thread is running, or -1 outside kernels.
+c10::DeviceIndex kernel_device();
+
+} // namespace torch_emu

@@ -1,0 +1,64 @@
+// torch_emu._C: the few runtime entry points Python needs that PyTorch's own
+// Python API (torch.accelerator, torch.Stream, torch.Event, torch.Generator)
+// does not already reach through the registered guard, hooks and allocator.
+#include <torch/csrc/Generator.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include "core/EmuException.h"
+#include "core/EmuGenerator.h"
+#include "core/EmuStream.h"
+
+namespace torch_emu {
+namespace {
+
+py::dict device_properties(c10::DeviceIndex device) {
+  check_device_index(device);
+  emuDeviceProp prop{};
+  EMU_CHECK(emuGetDeviceProperties(&prop, device));
+  py::dict d;
+  d["name"] = std::string(prop.name);
+  d["total_memory"] = prop.totalGlobalMem;
+  d["major"] = prop.major;
+  d["minor"] = prop.minor;
+  d["multi_processor_count"] = prop.multiProcessorCount;
+  return d;
+}
+
+} // namespace
+
+// LITERALINCLUDE START: PYTHON_BINDINGS
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "torch-emu native extension: runtime, PrivateUse1 integration core and kernels";
+  // Starts the runtime; raises the runtime's error (bad configuration, use
+  // after fork) as a Python exception.
+  m.def("_init", [] {
+    int count = 0;
+    EMU_CHECK(emuGetDeviceCount(&count));
+  });
+  m.def("_device_count", [] { return static_cast<int>(device_count()); });
+  m.def("_current_device", [] { return static_cast<int>(current_device()); });
+  m.def("_set_device", [](c10::DeviceIndex d) { set_device(d); });
+  m.def("_synchronize", [](c10::DeviceIndex d) {
+    check_device_index(d);
+    py::gil_scoped_release no_gil; // other Python threads may feed the streams
+    EMU_CHECK(emuDeviceSynchronize(d));
+  });
+  m.def("_is_device_initialized", [](c10::DeviceIndex d) { return device_initialized(d); });
+  m.def("_get_device_properties", &device_properties);
+  m.def("_strict_mode", [] { return emuStrictMode() != 0; });
+  m.def("_stream_priority_range", [] {
+    int least = 0, greatest = 0;
+    EMU_CHECK(emuDeviceGetStreamPriorityRange(&least, &greatest));
+    return std::make_pair(least, greatest);
+  });
+  m.def("_stream_priority", [](int64_t stream_id, c10::DeviceIndex device) {
+    return stream_priority(c10::Stream(c10::Stream::UNSAFE,
+                                       c10::Device(c10::DeviceType::PrivateUse1, device), stream_id));
+  });
+  m.def("_default_generator", [](c10::DeviceIndex device) {
+    return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(default_generator(device)));
+  });
+}
+// LITERALINCLUDE END: PYTHON_BINDINGS
+
+} // namespace torch_emu

@@ -1,0 +1,106 @@
+// Private plumbing shared by the runtime's translation units (runtime.cpp,
+// device_memory.cpp, streams.cpp). Not part of the API: only emu_runtime.h is.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "runtime/emu_runtime.h"
+
+namespace emu {
+
+constexpr size_t kPageSize = 4096;
+constexpr int kMaxDevices = 16;
+
+inline size_t round_up_to_page(size_t n) {
+  return (n + kPageSize - 1) & ~(kPageSize - 1);
+}
+
+// ---- runtime.cpp: configuration, initialisation, errors, devices ----------
+
+struct Config {
+  int device_count;  // 1..kMaxDevices
+  size_t capacity;   // bytes per device, a multiple of kPageSize
+  bool strict;       // TORCH_EMU_STRICT=1
+};
+// Only meaningful after ensure_init() returned emuSuccess. Never changes after.
+extern Config g_config;
+
+enum InitState : int { kUninitialised = 0, kReady = 1, kFailed = 2 };
+extern std::atomic<int> g_init_state;
+extern std::atomic<bool> g_forked_child;
+
+emuError_t init_slow(const char* call);
+
+// Every API entry point starts here. The common case (initialised, not a
+// forked child) is two relaxed-ish loads; everything else is out of line.
+inline emuError_t ensure_init(const char* call) {
+  if (__builtin_expect(g_init_state.load(std::memory_order_acquire) == kReady &&
+                           !g_forked_child.load(std::memory_order_relaxed),
+                       1)) {
+    return emuSuccess;
+  }
+  return init_slow(call);
+}
+
+#define EMU_API_ENTER()                                   \
+  do {                                                    \
+    const emuError_t emu_init_err_ = ::emu::ensure_init(__func__); \
+    if (emu_init_err_ != emuSuccess) return emu_init_err_; \
+  } while (0)
+
+// Stores the detailed message for this thread and returns `err`, so failing
+// paths read `return set_error(emuErrorX, "...", ...);`.
+emuError_t set_error(emuError_t err, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+
+// emuErrorInvalidDevice (with the standard message) unless 0 <= device < count.
+emuError_t check_device(const char* call, int device);
+int current_device();
+
+// Human-readable size: "512 bytes", "1.50 GiB".
+struct ByteString {
+  char text[32];
+};
+ByteString format_bytes(size_t bytes);
+
+// ---- device_memory.cpp: arenas, pinned memory, strict mode -----------------
+
+// Index of the device whose arena contains `p`, or -1. Lock-free (and
+// async-signal-safe): it only reads the published arena bases.
+int device_of_pointer(const void* p);
+// True when [p, p + n) lies inside device `device`'s arena.
+bool range_in_arena(int device, const void* p, size_t n);
+// True when [p, p + n) lies inside one emuMallocHost allocation.
+bool range_is_pinned(const void* p, size_t n);
+
+// Installs the strict-mode SIGSEGV handler (called once, at init).
+void install_strict_handler();
+
+// Brackets "device work" (kernels, the runtime's device-memory copies): in
+// strict mode the arenas are accessible only while at least one is in flight.
+void device_work_begin();
+void device_work_end();
+
+class DeviceWorkScope {
+ public:
+  explicit DeviceWorkScope(bool active = true) : active_(active && g_config.strict) {
+    if (active_) device_work_begin();
+  }
+  ~DeviceWorkScope() {
+    if (active_) device_work_end();
+  }
+  DeviceWorkScope(const DeviceWorkScope&) = delete;
+  DeviceWorkScope& operator=(const DeviceWorkScope&) = delete;
+
+ private:
+  bool active_;
+};
+
+// ---- streams.cpp ------------------------------------------------------------
+
+// Waits for every stream created on `device`, except for the work the calling
+// thread is itself executing (so kernels may synchronise without deadlock).
+emuError_t synchronize_device(const char* call, int device);
+
+} // namespace emu

@@ -1,0 +1,719 @@
+// Streams, events, copies and launches.
+//
+// A stream is a FIFO of work items executed one at a time, in order. Each
+// stream gets a worker thread the first time an item has to wait in the queue.
+// When a stream is idle, work is executed directly on the submitting thread
+// (the "inline fast path"): most PyTorch ops are submitted to an idle stream,
+// and a thread hand-off per op would dominate their cost.
+//
+// Items carry sequence numbers (1, 2, 3... per stream, in submission order);
+// `completed` is the sequence number of the last finished item. Waiting for a
+// stream means waiting until `completed` reaches a target, which is what makes
+// "wait only for the work queued before me" cheap to express.
+
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "runtime/runtime_internal.h"
+
+using emu::set_error;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr uint32_t kStreamMagic = 0x5354524d;  // "STRM"
+constexpr uint32_t kEventMagic = 0x4556454e;   // "EVEN"
+constexpr uint32_t kDeadMagic = 0xdeadbeef;
+
+enum class WorkKind : uint8_t { kMemcpy, kHostFunc, kKernel, kEventRecord, kEventWait };
+
+// One queued operation. A plain struct (no std::function) so that submitting
+// to an idle stream allocates nothing.
+struct Work {
+  WorkKind kind;
+  bool device_access = false;  // kMemcpy: touches device memory (strict mode)
+  uint64_t seq = 0;
+  void* dst = nullptr;  // kMemcpy
+  const void* src = nullptr;
+  size_t bytes = 0;
+  emuHostFn_t host_fn = nullptr;      // kHostFunc
+  emuKernelFn_t kernel_fn = nullptr;  // kKernel
+  void* user_data = nullptr;
+  emuEvent* event = nullptr;  // kEventRecord / kEventWait (a reference is held while queued)
+  uint64_t version = 0;
+};
+
+} // namespace
+
+struct emuEvent {
+  uint32_t magic = kEventMagic;
+  // Owned by the handle and by every queued item that refers to it, so that
+  // emuEventDestroy with records still pending is safe.
+  std::atomic<int> refs{1};
+  bool timing = true;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  uint64_t version = 0;  // latest recorded version (0: never recorded)
+  int device = -1;
+  uint64_t record_stream_id = 0;  // stream of the latest record
+  // Versions may complete out of order when one event is recorded on several
+  // streams: all versions <= done_through are complete, plus those listed.
+  uint64_t done_through = 0;
+  std::vector<uint64_t> done_out_of_order;
+  uint64_t stamp_version = 0;
+  Clock::time_point stamp;
+
+  bool is_complete_locked(uint64_t v) const {
+    return v <= done_through ||
+           std::find(done_out_of_order.begin(), done_out_of_order.end(), v) !=
+               done_out_of_order.end();
+  }
+};
+
+struct emuStream {
+  uint32_t magic = kStreamMagic;
+  // Owned by the handle, plus temporarily by emuDeviceSynchronize snapshots.
+  std::atomic<int> refs{1};
+  uint64_t id = 0;
+  int device = 0;
+  int priority = 0;
+
+  std::mutex mu;
+  std::condition_variable work_cv;  // worker: an item became runnable, or stop
+  std::condition_variable done_cv;  // waiters: an item finished
+  std::deque<Work> queue;
+  bool running = false;  // an item executes (on the worker or inline)
+  bool stop = false;
+  uint64_t submitted = 0;  // sequence number of the last submitted item
+  uint64_t completed = 0;  // sequence number of the last finished item
+  int failed_rc = 0;       // non-zero: a worker-run kernel failed, not yet reported
+  std::thread worker;
+};
+
+namespace {
+
+// The items this thread is executing right now, innermost first: a kernel
+// running inline on stream A may itself submit to (and run inline on) B.
+struct Frame {
+  emuStream* stream;
+  uint64_t seq;
+  Frame* prev;
+};
+thread_local Frame* t_frames = nullptr;
+
+const Frame* executing_frame(const emuStream* s) {
+  for (const Frame* f = t_frames; f != nullptr; f = f->prev) {
+    if (f->stream == s) return f;
+  }
+  return nullptr;
+}
+
+// Registry of the streams of each device, for emuDeviceSynchronize. Leaked on
+// purpose: live streams may still be used while static destructors run.
+struct StreamRegistry {
+  std::mutex mu;
+  std::vector<emuStream*> streams[emu::kMaxDevices];
+};
+StreamRegistry& registry() {
+  static StreamRegistry* const r = new StreamRegistry;
+  return *r;
+}
+std::atomic<uint64_t> g_next_stream_id{1};
+
+void retain(emuStream* s) { s->refs.fetch_add(1, std::memory_order_relaxed); }
+void release(emuStream* s) {
+  if (s->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete s;
+}
+void retain(emuEvent* e) { e->refs.fetch_add(1, std::memory_order_relaxed); }
+void release(emuEvent* e) {
+  if (e->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete e;
+}
+
+emuError_t check_stream(const char* call, const emuStream* s) {
+  if (s == nullptr || s->magic != kStreamMagic) {
+    return set_error(emuErrorInvalidResourceHandle, "%s: invalid stream handle %p", call,
+                     static_cast<const void*>(s));
+  }
+  return emuSuccess;
+}
+
+emuError_t check_event(const char* call, const emuEvent* e) {
+  if (e == nullptr || e->magic != kEventMagic) {
+    return set_error(emuErrorInvalidResourceHandle, "%s: invalid event handle %p", call,
+                     static_cast<const void*>(e));
+  }
+  return emuSuccess;
+}
+
+// ---- events ----
+
+// LITERALINCLUDE START: EVENT_RECORD
+// Runs when the record item reaches the front of its stream: everything
+// submitted before it has finished, so version `v` is complete.
+void complete_record(emuEvent* e, uint64_t v) {
+  const Clock::time_point now = e->timing ? Clock::now() : Clock::time_point();
+  std::lock_guard<std::mutex> lock(e->mu);
+  if (v == e->done_through + 1) {
+    e->done_through = v;
+    // Absorb versions that completed early on other streams.
+    for (auto it = e->done_out_of_order.begin(); it != e->done_out_of_order.end();) {
+      if (*it == e->done_through + 1) {
+        e->done_through = *it;
+        e->done_out_of_order.erase(it);
+        it = e->done_out_of_order.begin();
+      } else {
+        ++it;
+      }
+    }
+  } else if (v > e->done_through) {
+    e->done_out_of_order.push_back(v);
+  }
+  if (v >= e->stamp_version) {
+    e->stamp_version = v;
+    e->stamp = now;
+  }
+  e->cv.notify_all();
+}
+// LITERALINCLUDE END: EVENT_RECORD
+
+void wait_for_version(emuEvent* e, uint64_t v) {
+  std::unique_lock<std::mutex> lock(e->mu);
+  e->cv.wait(lock, [&] { return e->is_complete_locked(v); });
+}
+
+// ---- executing work ----
+
+void copy_bytes(const Work& w) {
+  emu::DeviceWorkScope device_work(w.device_access);
+  std::memmove(w.dst, w.src, w.bytes);
+}
+
+// Executes one item on the calling thread; returns a kernel's result (0 for
+// everything else).
+int run_work(emuStream* s, const Work& w) {
+  Frame frame{s, w.seq, t_frames};
+  t_frames = &frame;
+  struct PopFrame {
+    Frame* prev;
+    ~PopFrame() { t_frames = prev; }
+  } pop{frame.prev};
+
+  switch (w.kind) {
+    case WorkKind::kMemcpy:
+      copy_bytes(w);
+      return 0;
+    case WorkKind::kHostFunc:
+      w.host_fn(w.user_data);
+      return 0;
+    case WorkKind::kKernel: {
+      emu::DeviceWorkScope device_work;
+      return w.kernel_fn(w.user_data);
+    }
+    case WorkKind::kEventRecord:
+      complete_record(w.event, w.version);
+      return 0;
+    case WorkKind::kEventWait:
+      wait_for_version(w.event, w.version);
+      return 0;
+  }
+  return 0;
+}
+
+// Marks item `seq` finished. Called with s->mu held.
+void finish_locked(emuStream* s, uint64_t seq) {
+  s->running = false;
+  s->completed = seq;
+  if (!s->queue.empty()) s->work_cv.notify_one();
+  s->done_cv.notify_all();
+}
+
+void apply_priority(int priority) {
+  // Best effort: a higher priority (lower number) gets a lower nice value.
+  // Lowering nice usually needs privileges; failing is fine.
+  if (priority == 0) return;
+  const pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
+  errno = 0;
+  const int nice_now = getpriority(PRIO_PROCESS, static_cast<id_t>(tid));
+  if (nice_now == -1 && errno != 0) return;
+  (void)setpriority(PRIO_PROCESS, static_cast<id_t>(tid), nice_now + priority);
+}
+
+// LITERALINCLUDE START: STREAM_WORKER
+void worker_main(emuStream* s) {
+  apply_priority(s->priority);
+  std::unique_lock<std::mutex> lock(s->mu);
+  for (;;) {
+    // `running` may be an inline item on another thread: queued items wait
+    // for it, which keeps the stream in order.
+    s->work_cv.wait(lock, [s] {
+      return (!s->queue.empty() && !s->running) || (s->stop && s->queue.empty());
+    });
+    if (s->queue.empty()) return;  // stop requested, and drained
+    const Work w = s->queue.front();
+    s->queue.pop_front();
+    s->running = true;
+    lock.unlock();
+
+    int rc;
+    try {
+      rc = run_work(s, w);
+    } catch (...) {
+      rc = -1;  // nobody to throw to on this thread: report it as a failure
+    }
+    if (w.event != nullptr) release(w.event);
+
+    lock.lock();
+    if (rc != 0) s->failed_rc = rc;
+    finish_locked(s, w.seq);
+  }
+}
+// LITERALINCLUDE END: STREAM_WORKER
+
+struct Submitted {
+  uint64_t seq = 0;
+  bool ran_inline = false;
+  int rc = 0;  // the kernel's result when it ran inline
+};
+
+// LITERALINCLUDE START: INLINE_FAST_PATH
+// Hands `w` to stream `s`: runs it right here if the stream is idle (nothing
+// queued, nothing running), else appends it to the queue for the worker.
+emuError_t submit(const char* call, emuStream* s, Work w, bool allow_inline, Submitted* out) {
+  std::unique_lock<std::mutex> lock(s->mu);
+  if (allow_inline && !s->running && s->queue.empty()) {
+    w.seq = ++s->submitted;
+    s->running = true;  // concurrent submitters now queue behind us
+    lock.unlock();
+    // Restore the stream even if a host function throws through us.
+    struct Finish {
+      emuStream* s;
+      uint64_t seq;
+      ~Finish() {
+        std::lock_guard<std::mutex> relock(s->mu);
+        finish_locked(s, seq);
+      }
+    } finish{s, w.seq};
+    out->seq = w.seq;
+    out->ran_inline = true;
+    out->rc = run_work(s, w);
+    return emuSuccess;
+  }
+
+  if (!s->worker.joinable()) {
+    try {
+      s->worker = std::thread(worker_main, s);
+    } catch (const std::exception& e) {
+      return set_error(emuErrorMemoryAllocation, "%s: could not start the worker thread of a "
+                       "stream on emu:%d (%s)", call, s->device, e.what());
+    }
+  }
+  w.seq = ++s->submitted;
+  if (w.event != nullptr) retain(w.event);
+  s->queue.push_back(w);
+  s->work_cv.notify_one();
+  out->seq = w.seq;
+  return emuSuccess;
+}
+// LITERALINCLUDE END: INLINE_FAST_PATH
+
+// Waits until item `target` of `s` has finished.
+void wait_until_completed(emuStream* s, uint64_t target) {
+  std::unique_lock<std::mutex> lock(s->mu);
+  s->done_cv.wait(lock, [&] { return s->completed >= target; });
+}
+
+// Waits for everything submitted to `s` so far, except when this thread is
+// executing an item of `s`: then only for the items before that one (which
+// are already done, since items run in order), so there is nothing to wait for.
+void drain(emuStream* s) {
+  if (executing_frame(s) != nullptr) return;
+  uint64_t target;
+  {
+    std::lock_guard<std::mutex> lock(s->mu);
+    target = s->submitted;
+  }
+  wait_until_completed(s, target);
+}
+
+// Reports (once) a failure of a kernel that ran on the worker.
+emuError_t take_failure(const char* call, emuStream* s) {
+  std::lock_guard<std::mutex> lock(s->mu);
+  if (s->failed_rc == 0) return emuSuccess;
+  const int rc = s->failed_rc;
+  s->failed_rc = 0;
+  return set_error(emuErrorLaunchFailure,
+                   "%s: a kernel launched earlier on stream %p (emu:%d) failed (it returned %d)",
+                   call, static_cast<void*>(s), s->device, rc);
+}
+
+// ---- copies ----
+
+const char* kind_name(emuMemcpyKind kind) {
+  switch (kind) {
+    case emuMemcpyHostToHost: return "HostToHost";
+    case emuMemcpyHostToDevice: return "HostToDevice";
+    case emuMemcpyDeviceToHost: return "DeviceToHost";
+    case emuMemcpyDeviceToDevice: return "DeviceToDevice";
+  }
+  return "?";
+}
+
+struct CopyPlan {
+  bool device_access = false;  // some side is device memory
+  bool pageable = false;       // some host side is not (entirely) pinned
+  int devices[2] = {-1, -1};   // destination, source device (-1: host)
+};
+
+// Checks one side of a copy against what `kind` says it must be.
+emuError_t check_side(const char* call, emuMemcpyKind kind, const char* side, const void* p,
+                      size_t n, bool want_device, int* device, CopyPlan* plan) {
+  if (p == nullptr) {
+    return set_error(emuErrorInvalidValue, "%s: %s %s is null", call, kind_name(kind), side);
+  }
+  *device = emu::device_of_pointer(p);
+  if (want_device) {
+    if (*device < 0) {
+      return set_error(emuErrorInvalidValue, "%s: %s %s %p is not emu device memory", call,
+                       kind_name(kind), side, p);
+    }
+    if (!emu::range_in_arena(*device, p, n)) {
+      return set_error(emuErrorInvalidValue,
+                       "%s: %s %s range [%p, %p + %zu) runs past the end of emu:%d's memory", call,
+                       kind_name(kind), side, p, p, n, *device);
+    }
+    plan->device_access = true;
+  } else {
+    if (*device >= 0) {
+      return set_error(emuErrorInvalidValue, "%s: %s %s %p is emu device memory (emu:%d), not host memory",
+                       call, kind_name(kind), side, p, *device);
+    }
+    if (!emu::range_is_pinned(p, n)) plan->pageable = true;
+  }
+  return emuSuccess;
+}
+
+emuError_t plan_copy(const char* call, void* dst, const void* src, size_t n, emuMemcpyKind kind,
+                     CopyPlan* plan) {
+  bool dst_device = false, src_device = false;
+  switch (kind) {
+    case emuMemcpyHostToHost: break;
+    case emuMemcpyHostToDevice: dst_device = true; break;
+    case emuMemcpyDeviceToHost: src_device = true; break;
+    case emuMemcpyDeviceToDevice: dst_device = src_device = true; break;
+    default:
+      return set_error(emuErrorInvalidValue, "%s: invalid memcpy kind %d", call,
+                       static_cast<int>(kind));
+  }
+  if (emuError_t err = check_side(call, kind, "destination", dst, n, dst_device, &plan->devices[0], plan)) {
+    return err;
+  }
+  return check_side(call, kind, "source", src, n, src_device, &plan->devices[1], plan);
+}
+
+} // namespace
+
+namespace emu {
+
+emuError_t synchronize_device(const char* /*call*/, int device) {
+  // Snapshot (with references) so streams can be created or destroyed while
+  // we wait without holding the registry lock for that long.
+  std::vector<emuStream*> streams;
+  {
+    StreamRegistry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    streams = r.streams[device];
+    for (emuStream* s : streams) retain(s);
+  }
+  for (emuStream* s : streams) {
+    drain(s);
+    release(s);
+  }
+  return emuSuccess;
+}
+
+} // namespace emu
+
+extern "C" {
+
+emuError_t emuDeviceGetStreamPriorityRange(int* least, int* greatest) {
+  EMU_API_ENTER();
+  if (least == nullptr || greatest == nullptr) {
+    return set_error(emuErrorInvalidValue, "emuDeviceGetStreamPriorityRange: null output pointer");
+  }
+  *least = 0;
+  *greatest = -1;
+  return emuSuccess;
+}
+
+emuError_t emuDeviceSynchronize(int device) {
+  EMU_API_ENTER();
+  if (emuError_t err = emu::check_device("emuDeviceSynchronize", device)) return err;
+  return emu::synchronize_device("emuDeviceSynchronize", device);
+}
+
+emuError_t emuStreamCreateWithPriority(emuStream_t* stream, int priority) {
+  EMU_API_ENTER();
+  if (stream == nullptr) {
+    return set_error(emuErrorInvalidValue, "emuStreamCreateWithPriority: stream is null");
+  }
+  emuStream* s = new emuStream;
+  s->id = g_next_stream_id.fetch_add(1, std::memory_order_relaxed);
+  s->device = emu::current_device();
+  s->priority = std::min(0, std::max(-1, priority));
+  StreamRegistry& r = registry();
+  {
+    std::lock_guard<std::mutex> lock(r.mu);
+    r.streams[s->device].push_back(s);
+  }
+  *stream = s;
+  return emuSuccess;
+}
+
+emuError_t emuStreamDestroy(emuStream_t stream) {
+  EMU_API_ENTER();
+  if (emuError_t err = check_stream("emuStreamDestroy", stream)) return err;
+  if (executing_frame(stream) != nullptr) {
+    return set_error(emuErrorInvalidValue,
+                     "emuStreamDestroy: cannot destroy stream %p from work running on it",
+                     static_cast<void*>(stream));
+  }
+  drain(stream);
+  {
+    std::lock_guard<std::mutex> lock(stream->mu);
+    stream->stop = true;
+  }
+  stream->work_cv.notify_all();
+  if (stream->worker.joinable()) stream->worker.join();
+  StreamRegistry& r = registry();
+  {
+    std::lock_guard<std::mutex> lock(r.mu);
+    auto& list = r.streams[stream->device];
+    list.erase(std::find(list.begin(), list.end(), stream));
+  }
+  stream->magic = kDeadMagic;
+  release(stream);
+  return emuSuccess;
+}
+
+emuError_t emuStreamGetDevice(emuStream_t stream, int* device) {
+  EMU_API_ENTER();
+  if (emuError_t err = check_stream("emuStreamGetDevice", stream)) return err;
+  if (device == nullptr) return set_error(emuErrorInvalidValue, "emuStreamGetDevice: device is null");
+  *device = stream->device;
+  return emuSuccess;
+}
+
+emuError_t emuStreamGetPriority(emuStream_t stream, int* priority) {
+  EMU_API_ENTER();
+  if (emuError_t err = check_stream("emuStreamGetPriority", stream)) return err;
+  if (priority == nullptr) {
+    return set_error(emuErrorInvalidValue, "emuStreamGetPriority: priority is null");
+  }
+  *priority = stream->priority;
+  return emuSuccess;
+}
+
+emuError_t emuStreamQuery(emuStream_t stream) {
+  EMU_API_ENTER();
+  if (emuError_t err = check_stream("emuStreamQuery", stream)) return err;
+  if (emuError_t err = take_failure("emuStreamQuery", stream)) return err;
+  std::lock_guard<std::mutex> lock(stream->mu);
+  return (stream->running || !stream->queue.empty()) ? emuErrorNotReady : emuSuccess;
+}
+
+emuError_t emuStreamSynchronize(emuStream_t stream) {
+  EMU_API_ENTER();
+  if (emuError_t err = check_stream("emuStreamSynchronize", stream)) return err;
+  drain(stream);
+  return take_failure("emuStreamSynchronize", stream);
+}
+
+emuError_t emuStreamWaitEvent(emuStream_t stream, emuEvent_t event) {
+  EMU_API_ENTER();
+  if (emuError_t err = check_stream("emuStreamWaitEvent", stream)) return err;
+  if (emuError_t err = check_event("emuStreamWaitEvent", event)) return err;
+  Work w{};
+  w.kind = WorkKind::kEventWait;
+  w.event = event;
+  {
+    std::lock_guard<std::mutex> lock(event->mu);
+    w.version = event->version;
+    if (w.version == 0 || event->is_complete_locked(w.version)) return emuSuccess;
+  }
+  // Never inline: waiting is the worker's job, the caller must not block.
+  Submitted submitted;
+  return submit("emuStreamWaitEvent", stream, w, /*allow_inline=*/false, &submitted);
+}
+
+emuError_t emuMemcpy(void* dst, const void* src, size_t n, emuMemcpyKind kind) {
+  EMU_API_ENTER();
+  if (n == 0) return emuSuccess;
+  CopyPlan plan;
+  if (emuError_t err = plan_copy("emuMemcpy", dst, src, n, kind, &plan)) return err;
+  for (int device : plan.devices) {
+    if (device >= 0) emu::synchronize_device("emuMemcpy", device);
+  }
+  emu::DeviceWorkScope device_work(plan.device_access);
+  std::memmove(dst, src, n);
+  return emuSuccess;
+}
+
+emuError_t emuMemcpyAsync(void* dst, const void* src, size_t n, emuMemcpyKind kind,
+                          emuStream_t stream) {
+  EMU_API_ENTER();
+  if (emuError_t err = check_stream("emuMemcpyAsync", stream)) return err;
+  if (n == 0) return emuSuccess;
+  CopyPlan plan;
+  if (emuError_t err = plan_copy("emuMemcpyAsync", dst, src, n, kind, &plan)) return err;
+  Work w{};
+  w.kind = WorkKind::kMemcpy;
+  w.device_access = plan.device_access;
+  w.dst = dst;
+  w.src = src;
+  w.bytes = n;
+  if (plan.pageable && executing_frame(stream) != nullptr) {
+    // Called from work running on this very stream: everything before it is
+    // done and the caller expects the copy finished on return, so copy now.
+    copy_bytes(w);
+    return emuSuccess;
+  }
+  Submitted submitted;
+  if (emuError_t err = submit("emuMemcpyAsync", stream, w, /*allow_inline=*/true, &submitted)) {
+    return err;
+  }
+  // Pageable memory may be reused by the caller as soon as we return.
+  if (plan.pageable && !submitted.ran_inline) wait_until_completed(stream, submitted.seq);
+  return emuSuccess;
+}
+
+emuError_t emuLaunchHostFunc(emuStream_t stream, emuHostFn_t fn, void* user_data) {
+  EMU_API_ENTER();
+  if (emuError_t err = check_stream("emuLaunchHostFunc", stream)) return err;
+  if (fn == nullptr) return set_error(emuErrorInvalidValue, "emuLaunchHostFunc: fn is null");
+  Work w{};
+  w.kind = WorkKind::kHostFunc;
+  w.host_fn = fn;
+  w.user_data = user_data;
+  Submitted submitted;
+  return submit("emuLaunchHostFunc", stream, w, /*allow_inline=*/true, &submitted);
+}
+
+emuError_t emuLaunchKernel(emuStream_t stream, emuKernelFn_t fn, void* user_data) {
+  EMU_API_ENTER();
+  if (emuError_t err = check_stream("emuLaunchKernel", stream)) return err;
+  if (fn == nullptr) return set_error(emuErrorInvalidValue, "emuLaunchKernel: fn is null");
+  Work w{};
+  w.kind = WorkKind::kKernel;
+  w.kernel_fn = fn;
+  w.user_data = user_data;
+  Submitted submitted;
+  if (emuError_t err = submit("emuLaunchKernel", stream, w, /*allow_inline=*/true, &submitted)) {
+    return err;
+  }
+  if (submitted.rc != 0) {
+    return set_error(emuErrorLaunchFailure, "emuLaunchKernel: the kernel returned %d on emu:%d",
+                     submitted.rc, stream->device);
+  }
+  return emuSuccess;
+}
+
+emuError_t emuEventCreateWithFlags(emuEvent_t* event, unsigned int flags) {
+  EMU_API_ENTER();
+  if (event == nullptr) return set_error(emuErrorInvalidValue, "emuEventCreateWithFlags: event is null");
+  if ((flags & ~static_cast<unsigned>(emuEventDisableTiming)) != 0) {
+    return set_error(emuErrorInvalidValue, "emuEventCreateWithFlags: invalid flags 0x%x", flags);
+  }
+  emuEvent* e = new emuEvent;
+  e->timing = (flags & emuEventDisableTiming) == 0;
+  *event = e;
+  return emuSuccess;
+}
+
+emuError_t emuEventDestroy(emuEvent_t event) {
+  EMU_API_ENTER();
+  if (emuError_t err = check_event("emuEventDestroy", event)) return err;
+  event->magic = kDeadMagic;
+  release(event);  // queued items keep it alive until they have run
+  return emuSuccess;
+}
+
+emuError_t emuEventRecord(emuEvent_t event, emuStream_t stream) {
+  EMU_API_ENTER();
+  if (emuError_t err = check_event("emuEventRecord", event)) return err;
+  if (emuError_t err = check_stream("emuEventRecord", stream)) return err;
+  Work w{};
+  w.kind = WorkKind::kEventRecord;
+  w.event = event;
+  {
+    std::lock_guard<std::mutex> lock(event->mu);
+    w.version = ++event->version;
+    event->device = stream->device;
+    event->record_stream_id = stream->id;
+  }
+  Submitted submitted;
+  return submit("emuEventRecord", stream, w, /*allow_inline=*/true, &submitted);
+}
+
+emuError_t emuEventQuery(emuEvent_t event) {
+  EMU_API_ENTER();
+  if (emuError_t err = check_event("emuEventQuery", event)) return err;
+  std::lock_guard<std::mutex> lock(event->mu);
+  return event->is_complete_locked(event->version) ? emuSuccess : emuErrorNotReady;
+}
+
+emuError_t emuEventSynchronize(emuEvent_t event) {
+  EMU_API_ENTER();
+  if (emuError_t err = check_event("emuEventSynchronize", event)) return err;
+  std::unique_lock<std::mutex> lock(event->mu);
+  const uint64_t v = event->version;
+  if (event->is_complete_locked(v)) return emuSuccess;
+  // From work running on the recording stream, a pending record is queued
+  // behind the caller: everything it covers up to the caller is done already.
+  for (const Frame* f = t_frames; f != nullptr; f = f->prev) {
+    if (f->stream->id == event->record_stream_id) return emuSuccess;
+  }
+  event->cv.wait(lock, [&] { return event->is_complete_locked(v); });
+  return emuSuccess;
+}
+
+emuError_t emuEventElapsedTime(float* ms, emuEvent_t start, emuEvent_t end) {
+  EMU_API_ENTER();
+  if (ms == nullptr) return set_error(emuErrorInvalidValue, "emuEventElapsedTime: ms is null");
+  if (emuError_t err = check_event("emuEventElapsedTime", start)) return err;
+  if (emuError_t err = check_event("emuEventElapsedTime", end)) return err;
+  Clock::time_point stamps[2];
+  emuEvent* events[2] = {start, end};
+  for (int i = 0; i < 2; ++i) {
+    emuEvent* e = events[i];
+    const char* which = i == 0 ? "start" : "end";
+    if (!e->timing) {
+      return set_error(emuErrorInvalidResourceHandle,
+                       "emuEventElapsedTime: %s event was created with timing disabled", which);
+    }
+    std::lock_guard<std::mutex> lock(e->mu);
+    if (e->version == 0) {
+      return set_error(emuErrorNotReady, "emuEventElapsedTime: %s event was never recorded", which);
+    }
+    if (!e->is_complete_locked(e->version)) {
+      return set_error(emuErrorNotReady, "emuEventElapsedTime: %s event has not completed yet",
+                       which);
+    }
+    stamps[i] = e->stamp;
+  }
+  *ms = std::chrono::duration<float, std::milli>(stamps[1] - stamps[0]).count();
+  return emuSuccess;
+}
+
+} // extern "C"

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Sets up torch-emu on a fresh machine: a virtual environment in .venv with
+# torch 2.13.0 and the test/docs tools, then an optimised, parallel build of
+# the extension. Then runs the demo (skip it with --no-demo).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3.11}
+command -v "$PYTHON" >/dev/null || PYTHON=python3
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+. .venv/bin/activate
+python -m pip install --quiet --upgrade pip
+# The C++ extension is ABI-bound to this exact torch.
+python -m pip install --quiet torch==2.13.0 numpy tqdm ninja setuptools wheel pytest sphinx myst-parser
+start=$(date +%s)
+python -m pip install --quiet --no-build-isolation -e .
+echo "torch-emu built in $(( $(date +%s) - start )) s"
+
+if [ "${1:-}" != "--no-demo" ]; then
+  python -m torch_emu demo
+fi

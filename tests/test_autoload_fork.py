@@ -1,0 +1,140 @@
+"""Autoload through the torch.backends entry point, and the fork rule."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+
+def _run(code: str, **env) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **env},
+    )
+
+
+def test_import_torch_alone_loads_emu():
+    r = _run(
+        """
+        import torch
+        x = torch.randn(4, device="emu")
+        print(x.device, torch.emu.device_count(), torch.emu.is_initialized())
+        """
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["emu:0", "2", "True"]
+
+
+def test_autoload_can_be_turned_off():
+    r = _run(
+        """
+        import torch
+        print(hasattr(torch, "emu"))
+        import torch_emu
+        print(torch.ones(1, device="emu").device)
+        """,
+        TORCH_DEVICE_BACKEND_AUTOLOAD="0",
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["False", "emu:0"]
+
+
+def test_lazy_initialisation():
+    r = _run(
+        """
+        import torch
+        torch.manual_seed(0)          # queued, does not start the device
+        print(torch.emu.is_initialized())
+        print(torch.randn(2, device="emu").cpu().equal(torch.randn(2, generator=torch.Generator().manual_seed(0))))
+        print(torch.emu.is_initialized())
+        """
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["False", "True", "True"]
+
+
+def test_device_count_and_memory_are_configurable():
+    r = _run(
+        """
+        import torch
+        print(torch.emu.device_count(), torch.emu.get_device_properties(2).total_memory)
+        try:
+            torch.empty(300 << 20, dtype=torch.uint8, device="emu:2")
+        except torch.OutOfMemoryError as e:
+            print("OOM", "256.00 MiB" in str(e))
+        """,
+        TORCH_EMU_DEVICE_COUNT="3",
+        TORCH_EMU_DEVICE_MEMORY="256MiB",
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["3", str(256 << 20), "OOM", "True"]
+
+
+def test_bad_configuration_is_a_clear_error():
+    r = _run(
+        """
+        import torch
+        print(torch.emu.is_available())
+        try:
+            torch.ones(1, device="emu")
+        except RuntimeError as e:
+            print("error:", e)
+        """,
+        TORCH_EMU_DEVICE_COUNT="many",
+    )
+    assert r.returncode == 0, r.stderr
+    assert "False" in r.stdout and "TORCH_EMU_DEVICE_COUNT" in r.stdout
+
+
+def test_forked_child_gets_a_clear_error():
+    r = _run(
+        """
+        import os, torch
+        x = torch.ones(2, device="emu")
+        pid = os.fork()
+        if pid == 0:
+            try:
+                torch.ones(2, device="emu")
+                os._exit(1)
+            except RuntimeError as e:
+                os._exit(0 if "spawn" in str(e) else 2)
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status), x.sum().item())
+        """
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["0", "2.0"]
+
+
+def test_fork_before_first_use_is_fine():
+    r = _run(
+        """
+        import os, torch
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if torch.ones(2, device="emu").sum().item() == 2 else 1)
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status))
+        """
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["0"]
+
+
+def test_strict_mode_faults_on_host_access():
+    r = _run(
+        """
+        import ctypes, torch
+        x = torch.ones(1024, device="emu")
+        assert (x * 2).sum().item() == 2048      # kernels still work
+        ctypes.c_float.from_address(x.data_ptr()).value  # host access: must crash
+        print("not reached")
+        """,
+        TORCH_EMU_STRICT="1",
+    )
+    assert r.returncode != 0
+    assert "not reached" not in r.stdout
+    assert "strict mode" in r.stderr and "emu:0" in r.stderr

@@ -1,0 +1,93 @@
+"""torch.emu: the torch.cuda-style device runtime API."""
+
+import pytest
+import torch
+
+
+def test_backend_is_named_emu():
+    assert torch._C._get_privateuse1_backend_name() == "emu"
+    assert torch.device("emu:1").type == "emu"
+
+
+def test_availability_and_count():
+    assert torch.emu.is_available()
+    assert torch.emu.device_count() == 2  # the default
+
+
+def test_current_and_set_device():
+    assert torch.emu.current_device() == 0
+    torch.emu.set_device(1)
+    try:
+        assert torch.emu.current_device() == 1
+        assert torch.empty(1, device="emu").device == torch.device("emu:1")
+    finally:
+        torch.emu.set_device(0)
+    torch.emu.set_device("emu:1")
+    assert torch.emu.current_device() == 1
+    torch.emu.set_device(torch.device("emu", 0))
+    assert torch.emu.current_device() == 0
+
+
+def test_device_context_managers():
+    with torch.emu.device(1):
+        assert torch.emu.current_device() == 1
+        with torch.emu.device("emu:0"):
+            assert torch.emu.current_device() == 0
+        assert torch.emu.current_device() == 1
+    assert torch.emu.current_device() == 0
+    t = torch.ones(2, device="emu:1")
+    with torch.emu.device_of(t):
+        assert torch.emu.current_device() == 1
+    with torch.emu.device_of(torch.ones(2)):  # CPU tensor: no change
+        assert torch.emu.current_device() == 0
+
+
+def test_bad_device_inputs():
+    with pytest.raises(RuntimeError, match=r"emu:5.*2 emu devices"):
+        torch.emu.set_device(5)
+    with pytest.raises(ValueError, match="Expected an emu device"):
+        torch.emu.set_device("cpu")
+    with pytest.raises(TypeError):
+        torch.emu.set_device(1.5)
+    with pytest.raises(RuntimeError, match=r"emu:7"):
+        torch.empty(3, device="emu:7")
+    with pytest.raises(RuntimeError, match=r"emu:3"):
+        torch.ones(3).to("emu:3")
+    assert torch.emu.current_device() == 0
+
+
+def test_device_properties():
+    props = torch.emu.get_device_properties(0)
+    assert props.name == torch.emu.get_device_name(0) == "emu (emulated accelerator)"
+    assert props.total_memory == torch.emu.mem_get_info(0)[1]
+    assert torch.emu.get_device_capability(0) == (props.major, props.minor)
+    assert props.multi_processor_count >= 1
+    assert "total_memory" in repr(props)
+
+
+def test_generated_methods():
+    x = torch.arange(4.0)
+    y = x.emu()
+    assert y.is_emu and not x.is_emu
+    assert y.device == torch.device("emu:0")
+    assert x.emu(1).device == torch.device("emu:1")
+    m = torch.nn.Linear(2, 2).emu()
+    assert all(p.device.type == "emu" for p in m.parameters())
+    s = torch.arange(3, dtype=torch.float32).untyped_storage().emu()
+    assert s.device.type == "emu"
+
+
+def test_initialisation_state():
+    torch.emu.init()
+    assert torch.emu.is_initialized()
+
+
+def test_accelerator_api():
+    assert torch.accelerator.current_accelerator() == torch.device("emu")
+    assert torch.accelerator.device_count() == 2
+    torch.accelerator.set_device_index(1)
+    assert torch.accelerator.current_device_index() == 1
+    torch.accelerator.set_device_index(0)
+    with torch.accelerator.device_index(1):
+        assert torch.emu.current_device() == 1
+    torch.accelerator.synchronize(1)

@@ -1,0 +1,177 @@
+"""The minimal operator set and the no-copy fallback, checked against CPU."""
+
+import pytest
+import torch
+
+
+def emu(t):
+    return t.to("emu")
+
+
+def test_minimal_ops():
+    x = torch.empty(3, 4, device="emu")
+    assert x.shape == (3, 4) and x.is_contiguous()
+    cl = torch.empty(2, 3, 4, 5, device="emu", memory_format=torch.channels_last)
+    assert cl.is_contiguous(memory_format=torch.channels_last)
+    s = torch.empty_strided((2, 3), (1, 2), device="emu")
+    assert s.stride() == (1, 2)
+    base = emu(torch.arange(12.0))
+    assert torch.equal(base.view(3, 4).cpu(), torch.arange(12.0).view(3, 4))
+    assert torch.equal(base.as_strided((2, 2), (4, 1), 1).cpu(), torch.arange(12.0).as_strided((2, 2), (4, 1), 1))
+    assert base.view(3, 4).t().reshape(12).tolist() == torch.arange(12.0).view(3, 4).t().reshape(12).tolist()
+    assert base[5].item() == 5.0
+
+
+def test_resize_keeps_prefix():
+    x = emu(torch.arange(6.0))
+    x.resize_(10)
+    assert x.shape == (10,)
+    assert torch.equal(x[:6].cpu(), torch.arange(6.0))
+    x.resize_(2, 2)
+    assert torch.equal(x.cpu(), torch.arange(4.0).view(2, 2))
+
+
+def test_set_overloads():
+    a = emu(torch.arange(8.0))
+    b = torch.empty(0, device="emu")
+    b.set_(a)
+    assert torch.equal(b.cpu(), a.cpu()) and b.data_ptr() == a.data_ptr()
+    c = torch.empty(0, device="emu")
+    c.set_(a.untyped_storage(), 2, (2, 3), (3, 1))
+    assert torch.equal(c.cpu(), torch.arange(8.0).as_strided((2, 3), (3, 1), 2))
+    d = torch.empty(0, device="emu")
+    d.set_(a.untyped_storage())
+    assert d.shape == (8,)
+    assert b.is_set_to(a)
+    e = emu(torch.ones(3))
+    e.set_()
+    assert e.numel() == 0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.float16, torch.bfloat16])
+def test_copies_all_directions(dtype):
+    src = torch.arange(24).view(4, 6).to(dtype)
+    d0 = src.to("emu:0")
+    d1 = d0.to("emu:1")  # peer
+    assert d1.device == torch.device("emu:1")
+    assert torch.equal(d1.cpu(), src)
+    assert torch.equal(d0.t().contiguous().cpu(), src.t().contiguous())  # strided D2D kernel
+    assert torch.equal(d0.t().cpu(), src.t())  # strided D2H
+    out = torch.empty(6, 4, dtype=dtype, device="emu:1")
+    out.copy_(d0.t())  # strided peer
+    assert torch.equal(out.cpu(), src.t())
+    conv = d0.to(torch.float64)
+    assert torch.equal(conv.cpu(), src.to(torch.float64))
+    nc = torch.empty(6, 4, dtype=dtype, device="emu").t()
+    nc.copy_(src)  # H2D into a non-contiguous destination
+    assert torch.equal(nc.cpu(), src)
+    bcast = torch.empty(3, 4, 6, dtype=dtype, device="emu")
+    bcast.copy_(src)
+    assert torch.equal(bcast.cpu(), src.expand(3, 4, 6))
+
+
+def test_fallback_matches_cpu_on_many_ops():
+    torch.manual_seed(0)
+    a, b = torch.randn(8, 5), torch.randn(8, 5)
+    m = torch.randn(5, 7)
+    idx = torch.tensor([0, 3, 3, 7])
+    cases = [
+        lambda x, y, w, i: x + y * 2,
+        lambda x, y, w, i: torch.relu(x) - torch.sigmoid(y),
+        lambda x, y, w, i: x @ w,
+        lambda x, y, w, i: torch.softmax(x, dim=1),
+        lambda x, y, w, i: x.sum(dim=0),
+        lambda x, y, w, i: x.max(dim=1).values,
+        lambda x, y, w, i: x[i],
+        lambda x, y, w, i: torch.cat([x, y], dim=1),
+        lambda x, y, w, i: torch.where(x > 0, x, y),
+        lambda x, y, w, i: x.index_select(0, i),
+        lambda x, y, w, i: torch.sort(x, dim=1).values,
+        lambda x, y, w, i: torch.nonzero(x > 0.5),
+        lambda x, y, w, i: torch.nn.functional.layer_norm(x, (5,)),
+        lambda x, y, w, i: x.unfold(0, 2, 2),
+        lambda x, y, w, i: torch.cumsum(x, 0),
+        lambda x, y, w, i: torch.topk(x, 2).indices,
+    ]
+    for f in cases:
+        expected = f(a, b, m, idx)
+        got = f(emu(a), emu(b), emu(m), emu(idx))
+        assert got.device.type == "emu"
+        torch.testing.assert_close(got.cpu(), expected)
+
+
+def test_inplace_and_out_ops():
+    x = torch.randn(4, 4)
+    y = emu(x)
+    y.add_(1).mul_(2)
+    torch.testing.assert_close(y.cpu(), (x + 1) * 2)
+    out = torch.empty(0, device="emu")  # out= resizes inside the kernel
+    torch.add(y, y, out=out)
+    assert out.shape == (4, 4)
+    torch.testing.assert_close(out.cpu(), (x + 1) * 4)
+    r = y.relu_()
+    assert r is y
+
+
+def test_views_share_device_memory():
+    y = emu(torch.zeros(4, 4))
+    row = y[1]
+    row.fill_(3)
+    assert y[1].sum().item() == 12
+    diag = y.diagonal()
+    diag.add_(1)
+    assert y.cpu().diagonal().tolist() == [1.0, 4.0, 1.0, 1.0]
+
+
+def test_overlapping_copy_is_detected_like_cpu():
+    with pytest.raises(RuntimeError, match="single memory location"):
+        torch.arange(10.0).expand(2, 10).add_(1)
+    y = emu(torch.arange(10.0))
+    with pytest.raises(RuntimeError, match="single memory location"):
+        y.expand(2, 10).add_(1)
+
+
+def test_autograd_through_fallback():
+    x = torch.randn(6, 3, requires_grad=True)
+    w = torch.randn(3, 2, requires_grad=True)
+    (torch.tanh(x @ w) ** 2).sum().backward()
+    xe = emu(x.detach()).requires_grad_()
+    we = emu(w.detach()).requires_grad_()
+    (torch.tanh(xe @ we) ** 2).sum().backward()
+    torch.testing.assert_close(xe.grad.cpu(), x.grad)
+    torch.testing.assert_close(we.grad.cpu(), w.grad)
+
+
+def test_factory_ops_with_device_argument():
+    assert torch.equal(torch.tril_indices(4, 4, device="emu").cpu(), torch.tril_indices(4, 4))
+    assert torch.equal(torch.arange(5, device="emu:1").cpu(), torch.arange(5))
+    assert torch.zeros(2, 2, device="emu:1").device == torch.device("emu:1")
+    assert torch.full((2,), 7, device="emu").tolist() == [7, 7]
+
+
+def test_mixed_devices_raise():
+    with pytest.raises(RuntimeError, match="same device.*emu:0.*emu:1"):
+        torch.ones(3, device="emu:0") + torch.ones(3, device="emu:1")
+    with pytest.raises(RuntimeError, match="same device.*cpu"):
+        torch.ones(3, device="emu") + torch.ones(3)
+    # 0-dim CPU tensors are scalars and fine; CPU indices are allowed as on CUDA.
+    assert (torch.ones(3, device="emu") + torch.tensor(2.0)).tolist() == [3, 3, 3]
+    assert torch.ones(5, device="emu")[torch.tensor([0, 2])].tolist() == [1, 1]
+
+
+def test_kernel_errors_are_python_errors(baseline_memory):
+    x = torch.ones(3, device="emu")
+    with pytest.raises(IndexError):
+        x[torch.tensor([5], device="emu")].item()
+    with pytest.raises(RuntimeError, match="size of tensor"):
+        x + torch.ones(4, device="emu")
+    with pytest.raises(RuntimeError, match="mat1 and mat2"):
+        torch.ones(2, 3, device="emu") @ torch.ones(2, 3, device="emu")
+    assert (x * 2).sum().item() == 6  # the device keeps working
+
+
+def test_printing_and_numpy_errors():
+    x = emu(torch.tensor([1.5, 2.5]))
+    assert "device='emu:0'" in repr(x)
+    with pytest.raises(TypeError, match="emu"):
+        x.numpy()

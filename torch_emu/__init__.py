@@ -1,0 +1,36 @@
+"""torch-emu: a complete PrivateUse1 accelerator backend for PyTorch on an
+emulated device.
+
+Importing this package (which ``import torch`` does by itself through the
+``torch.backends`` entry point, unless ``TORCH_DEVICE_BACKEND_AUTOLOAD=0``)
+loads the native extension, which registers the device guard, hooks,
+allocators, generator and kernels for ``PrivateUse1``; then names the backend
+``emu`` and installs the ``torch.emu`` device module.
+"""
+
+import torch
+
+# LITERALINCLUDE START: BACKEND_REGISTRATION
+from . import _C  # noqa: F401  (static registrations run when the library loads)
+
+torch.utils.rename_privateuse1_backend("emu")
+
+from . import emu as _device_module  # noqa: E402
+
+torch._register_device_module("emu", _device_module)
+# tensor.emu(), tensor.is_emu, module.emu(), storage.emu(), packed_sequence.emu()
+torch.utils.generate_methods_for_privateuse1_backend(
+    for_tensor=True, for_module=True, for_storage=True, for_packed_sequence=True
+)
+# LITERALINCLUDE END: BACKEND_REGISTRATION
+
+__version__ = "0.1.0"
+
+
+# LITERALINCLUDE START: AUTOLOAD
+def _autoload() -> None:
+    """Entry point of the ``torch.backends`` group, called by ``import torch``.
+
+    Importing the package has done all the work; this only has to exist.
+    """
+# LITERALINCLUDE END: AUTOLOAD

@@ -1,0 +1,22 @@
+"""``python -m torch_emu <command>``: the project's command line."""
+
+import argparse
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m torch_emu", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    demo = commands.add_parser("demo", help="train a small model on emu and compare it with CPU")
+    demo.add_argument("--steps", type=int, default=300, help="training steps (default 300)")
+    demo.add_argument("--device", default="emu:0", help="emu device to train on (default emu:0)")
+    args = parser.parse_args(argv)
+    if args.command == "demo":
+        from .demo import run
+
+        return run(steps=args.steps, device=args.device)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""Streams and events of ``torch.emu``: thin subclasses of ``torch.Stream`` and
+``torch.Event``, which reach the device through the registered guard."""
+
+from typing import Any, Optional
+
+import torch
+
+from .. import _C
+
+__all__ = [
+    "Stream",
+    "Event",
+    "StreamContext",
+    "stream",
+    "current_stream",
+    "default_stream",
+    "set_stream",
+]
+
+
+def _device_index(device: Any) -> int:
+    from . import _get_device_index, _lazy_init
+
+    _lazy_init()
+    return _get_device_index(device)
+
+
+# LITERALINCLUDE START: PY_STREAM
+class Stream(torch.Stream):
+    """An emu stream: work on it runs in order on its own worker. ``priority``
+    0 is normal, -1 high (lower is higher, as in CUDA)."""
+
+    def __new__(cls, device: Any = None, priority: int = 0, **kwargs):
+        if kwargs:  # wrapping an existing stream (stream_id/device_index/device_type)
+            return super().__new__(cls, priority=priority, **kwargs)
+        index = _device_index(device)
+        return super().__new__(cls, device=torch.device("emu", index), priority=priority)
+
+    @property
+    def priority(self) -> int:
+        return _C._stream_priority(self.stream_id, self.device_index)
+
+    def __repr__(self) -> str:
+        return f"<torch.emu.Stream device={self.device} stream_id={self.stream_id} priority={self.priority}>"
+# LITERALINCLUDE END: PY_STREAM
+
+
+class Event(torch.Event):
+    """An emu event: records a point in a stream; can be waited on by other
+    streams, queried, synchronised and timed (``enable_timing=True``)."""
+
+    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
+        if interprocess:
+            raise NotImplementedError("emu events cannot be shared between processes (interprocess=True)")
+        return super().__new__(cls, device="emu", enable_timing=enable_timing, blocking=blocking)
+
+    def record(self, stream: Optional[torch.Stream] = None) -> None:
+        super().record(current_stream() if stream is None else stream)
+
+    def wait(self, stream: Optional[torch.Stream] = None) -> None:
+        super().wait(current_stream() if stream is None else stream)
+
+
+def _wrap(raw: torch.Stream) -> Stream:
+    return Stream(stream_id=raw.stream_id, device_index=raw.device_index, device_type=raw.device_type)
+
+
+def current_stream(device: Any = None) -> Stream:
+    """The stream work on ``device`` (default: current device) goes to."""
+    return _wrap(torch._C._accelerator_getStream(_device_index(device)))
+
+
+def default_stream(device: Any = None) -> Stream:
+    """The default stream (id 0) of ``device``."""
+    index = _device_index(device)
+    return Stream(stream_id=0, device_index=index, device_type=current_stream(index).device_type)
+
+
+def set_stream(stream: torch.Stream) -> None:
+    """Makes ``stream`` current (and its device the current device)."""
+    if stream is None:
+        return
+    if stream.device.type != "emu":
+        raise ValueError(f"Expected an emu stream, but got a stream on {stream.device}")
+    torch._C._accelerator_setStream(stream)
+
+
+class StreamContext:
+    """Context manager making ``stream`` current on its device; restores the
+    previous stream and device on exit. ``None`` makes it a no-op."""
+
+    def __init__(self, stream: Optional[torch.Stream]):
+        self.stream = stream
+        self.prev_stream: Optional[torch.Stream] = None
+        self.prev_device = -1
+
+    def __enter__(self):
+        if self.stream is None:
+            return None
+        from . import current_device
+
+        self.prev_device = current_device()
+        self.prev_stream = current_stream(self.stream.device_index)
+        set_stream(self.stream)
+        return self.stream
+
+    def __exit__(self, *exc):
+        if self.stream is None:
+            return False
+        torch._C._accelerator_setStream(self.prev_stream)
+        from . import set_device
+
+        set_device(self.prev_device)
+        return False
+
+
+def stream(stream: Optional[torch.Stream]) -> StreamContext:
+    """``with torch.emu.stream(s):`` runs the block's work on ``s``."""
+    return StreamContext(stream)
