@@ -79,6 +79,7 @@ def test_event_timing():
     end.synchronize()
     assert start.elapsed_time(end) > 0
     assert start.query() and end.query()
+    assert isinstance(start, torch.emu.Event) and not isinstance(torch.Event(device="cpu"), torch.emu.Event)
 
 
 def test_event_timing_disabled_is_an_error():
@@ -86,7 +87,7 @@ def test_event_timing_disabled_is_an_error():
     a.record()
     b.record()
     b.synchronize()
-    with pytest.raises(RuntimeError, match="timing"):
+    with pytest.raises(ValueError, match="enable_timing"):
         a.elapsed_time(b)
 
 
@@ -95,8 +96,9 @@ def test_unrecorded_event_semantics():
     assert e.query()
     e.synchronize()
     torch.emu.current_stream().wait_event(e)  # no-op
+    timed = torch.emu.Event(enable_timing=True)
     with pytest.raises(RuntimeError, match="recorded"):
-        e.elapsed_time(torch.emu.Event(enable_timing=True))
+        timed.elapsed_time(torch.emu.Event(enable_timing=True))
 
 
 def test_torch_event_and_stream_api():

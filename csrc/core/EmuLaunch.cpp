@@ -12,6 +12,18 @@ namespace torch_emu {
 namespace {
 
 thread_local c10::DeviceIndex tls_kernel_device = -1;
+c10::DeleterFnPtr cpu_raw_deleter = nullptr;
+
+// Kernels also use raw_allocate/raw_deallocate for scratch space; a raw
+// pointer is freed by whichever allocator it came from.
+void raw_delete(void* ptr) {
+  emuPointerAttributes attr{};
+  if (emuPointerGetAttributes(&attr, ptr) == emuSuccess && attr.type == emuMemoryTypeDevice) {
+    device_allocator()->raw_deleter()(ptr);
+  } else {
+    cpu_raw_deleter(ptr);
+  }
+}
 
 // LITERALINCLUDE START: KERNEL_CPU_ALLOCATOR
 // CPU kernels allocate their outputs (and scratch) with the CPU allocator.
@@ -19,7 +31,9 @@ thread_local c10::DeviceIndex tls_kernel_device = -1;
 // the outputs of a CPU kernel already live on the device and become emu
 // tensors without a copy. Outside kernels it is the ordinary CPU allocator.
 struct KernelAwareCPUAllocator final : public c10::Allocator {
-  explicit KernelAwareCPUAllocator(c10::Allocator* cpu) : cpu_(cpu) {}
+  explicit KernelAwareCPUAllocator(c10::Allocator* cpu) : cpu_(cpu) {
+    cpu_raw_deleter = cpu->raw_deleter();
+  }
 
   c10::DataPtr allocate(size_t nbytes) override {
     if (tls_kernel_device < 0) {
@@ -32,7 +46,7 @@ struct KernelAwareCPUAllocator final : public c10::Allocator {
   }
 
   c10::DeleterFnPtr raw_deleter() const override {
-    return nullptr; // two kinds of memory: no single raw deleter
+    return &raw_delete;
   }
 
   void copy_data(void* dest, const void* src, std::size_t count) const override {

@@ -50,7 +50,8 @@ typedef enum emuError_t {
 const char* emuGetErrorName(emuError_t error);
 const char* emuGetErrorString(emuError_t error);
 // Detail of the last failing call made by this thread ("" if none), e.g.
-// "emuMalloc: out of memory on emu:0: tried to allocate 1024 bytes (...)".
+// "emuMalloc: out of memory on emu:0: tried to allocate 4.00 GiB with 1.50 GiB
+// free of 8.00 GiB capacity". Successful calls leave it unchanged.
 const char* emuGetLastErrorMessage(void);
 // LITERALINCLUDE END: EMU_RUNTIME_ERRORS
 

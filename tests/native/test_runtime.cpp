@@ -2,7 +2,8 @@
 //   g++ -std=c++17 -O1 -pthread -I csrc csrc/runtime/*.cpp tests/native/test_runtime.cpp
 // Run without arguments: exits 0 when every check passes, otherwise prints the
 // failing check and exits 1. `test_runtime info` prints the configuration the
-// runtime derived from the environment (used by tests/test_runtime_native.py).
+// runtime derived from the environment, and `test_runtime exit` returns from
+// main with busy streams (both used by tests/test_runtime_native.py).
 
 #include <dirent.h>
 #include <signal.h>
@@ -1021,10 +1022,31 @@ int print_info() {
   return 0;
 }
 
+// Returns from main with streams that still have seconds of work queued (one
+// worker blocked waiting for an event): the process must exit promptly.
+int exit_with_live_streams() {
+  set_env("2", "64MiB", nullptr);
+  emuStream_t busy = nullptr, blocked = nullptr, idle = nullptr;
+  emuEvent_t never = nullptr;
+  if (emuStreamCreateWithPriority(&busy, 0) || emuStreamCreateWithPriority(&blocked, -1) ||
+      emuStreamCreateWithPriority(&idle, 0) || emuEventCreateWithFlags(&never, 0)) {
+    return 1;
+  }
+  static Busy* keep_busy = new Busy(busy, 200);  // leaked: its thread outlives main
+  for (int i = 0; i < 100; ++i) emuLaunchHostFunc(busy, host_sleep_20, nullptr);
+  emuEventRecord(never, busy);
+  emuStreamWaitEvent(blocked, never);
+  emuLaunchHostFunc(blocked, host_sleep_20, nullptr);
+  (void)keep_busy;
+  std::printf("exiting\n");
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "info") == 0) return print_info();
+  if (argc > 1 && std::strcmp(argv[1], "exit") == 0) return exit_with_live_streams();
 
   signal(SIGALRM, on_alarm);
   alarm(100);

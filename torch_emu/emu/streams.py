@@ -45,20 +45,24 @@ class Stream(torch.Stream):
 # LITERALINCLUDE END: PY_STREAM
 
 
-class Event(torch.Event):
+class _EventMeta(type):
+    def __instancecheck__(cls, obj) -> bool:
+        return isinstance(obj, torch.Event) and obj.device.type == "emu"
+
+
+# LITERALINCLUDE START: PY_EVENT
+class Event(metaclass=_EventMeta):
     """An emu event: records a point in a stream; can be waited on by other
-    streams, queried, synchronised and timed (``enable_timing=True``)."""
+    streams, queried, synchronised and timed (``enable_timing=True``).
+
+    It is a ``torch.Event`` on emu (PyTorch's event methods only accept that
+    exact type), so ``isinstance(e, torch.emu.Event)`` checks the device."""
 
     def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
         if interprocess:
             raise NotImplementedError("emu events cannot be shared between processes (interprocess=True)")
-        return super().__new__(cls, device="emu", enable_timing=enable_timing, blocking=blocking)
-
-    def record(self, stream: Optional[torch.Stream] = None) -> None:
-        super().record(current_stream() if stream is None else stream)
-
-    def wait(self, stream: Optional[torch.Stream] = None) -> None:
-        super().wait(current_stream() if stream is None else stream)
+        return torch.Event(device="emu", enable_timing=enable_timing, blocking=blocking)
+# LITERALINCLUDE END: PY_EVENT
 
 
 def _wrap(raw: torch.Stream) -> Stream:

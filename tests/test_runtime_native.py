@@ -1,0 +1,127 @@
+"""Builds the emu runtime (csrc/runtime, plain C++17, no torch) with the native
+test programs in tests/native and runs them."""
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+RUNTIME_SOURCES = sorted(str(p) for p in (ROOT / "csrc" / "runtime").glob("*.cpp"))
+NATIVE = ROOT / "tests" / "native"
+TIMEOUT = 120
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
+
+
+def _compile(output, *sources, flags=("-O1",)):
+    cmd = ["g++", "-std=c++17", *flags, "-pthread", "-I", str(ROOT / "csrc"), *sources, "-o", str(output)]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, f"{' '.join(cmd)}\n{result.stderr}"
+    return output
+
+
+@pytest.fixture(scope="module")
+def build_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("emu_runtime")
+
+
+@pytest.fixture(scope="module")
+def test_runtime(build_dir):
+    return _compile(build_dir / "test_runtime", *RUNTIME_SOURCES, str(NATIVE / "test_runtime.cpp"))
+
+
+@pytest.fixture(scope="module")
+def strict_fault(build_dir):
+    return _compile(build_dir / "strict_fault", *RUNTIME_SOURCES, str(NATIVE / "strict_fault.cpp"))
+
+
+def _env(**overrides):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_EMU_")}
+    env.update(overrides)
+    return env
+
+
+def _run(cmd, env=None):
+    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=TIMEOUT,
+                          env=env if env is not None else _env())
+
+
+def test_runtime_compiles_without_warnings(build_dir):
+    # The runtime is also built into the Python extension with -O2.
+    for source in RUNTIME_SOURCES:
+        _compile(build_dir / (Path(source).stem + ".o"), "-c", source,
+                 flags=("-O2", "-fPIC", "-Wall", "-Wextra", "-Werror"))
+
+
+def test_runtime_native(test_runtime):
+    result = _run([test_runtime])
+    assert result.returncode == 0, f"exit code {result.returncode}\n{result.stdout}\n{result.stderr}"
+    assert "all runtime checks passed" in result.stdout
+
+
+def test_exit_with_live_streams_does_not_hang(test_runtime):
+    result = _run([test_runtime, "exit"])
+    assert result.returncode == 0, (result.returncode, result.stdout, result.stderr)
+    assert result.stdout.strip() == "exiting"
+
+
+@pytest.mark.parametrize(
+    "env, expected",
+    [
+        ({}, {"count": "2", "capacity": str(8 << 30), "strict": "0"}),
+        ({"TORCH_EMU_DEVICE_COUNT": "4", "TORCH_EMU_DEVICE_MEMORY": "512MiB"},
+         {"count": "4", "capacity": str(512 << 20), "strict": "0"}),
+        ({"TORCH_EMU_DEVICE_MEMORY": "8G", "TORCH_EMU_STRICT": "1"},
+         {"count": "2", "capacity": str(8 << 30), "strict": "1"}),
+        ({"TORCH_EMU_DEVICE_MEMORY": "3kb"}, {"count": "2", "capacity": "4096", "strict": "0"}),
+    ],
+)
+def test_config_from_environment(test_runtime, env, expected):
+    result = _run([test_runtime, "info"], env=_env(**env))
+    assert result.returncode == 0, result.stderr
+    info = dict(line.split("=", 1) for line in result.stdout.splitlines())
+    assert info == expected
+
+
+@pytest.mark.parametrize(
+    "env, message",
+    [
+        ({"TORCH_EMU_DEVICE_COUNT": "abc"},
+         "TORCH_EMU_DEVICE_COUNT='abc' is not a device count between 1 and 16"),
+        ({"TORCH_EMU_DEVICE_COUNT": "17"}, "TORCH_EMU_DEVICE_COUNT='17'"),
+        ({"TORCH_EMU_DEVICE_MEMORY": "lots"}, "TORCH_EMU_DEVICE_MEMORY='lots'"),
+        ({"TORCH_EMU_STRICT": "maybe"}, "TORCH_EMU_STRICT='maybe'"),
+    ],
+)
+def test_bad_config_is_an_initialization_error(test_runtime, env, message):
+    result = _run([test_runtime, "info"], env=_env(**env))
+    assert result.returncode == 0, result.stderr
+    assert "error=emuErrorInitializationError" in result.stdout
+    assert message in result.stdout
+
+
+@pytest.mark.parametrize("device", [0, 1])
+def test_strict_mode_host_access_faults(strict_fault, device):
+    result = _run([strict_fault, "host", device])
+    assert result.returncode == -signal.SIGSEGV, (result.returncode, result.stdout, result.stderr)
+    address = result.stdout.strip()
+    assert re.fullmatch(r"0x[0-9a-f]+", address), result.stdout
+    assert (f"torch-emu strict mode: host access to device memory at {address} (emu:{device}) "
+            "outside a kernel") in result.stderr
+
+
+def test_strict_mode_kernel_access_works(strict_fault):
+    result = _run([strict_fault, "kernel"])
+    assert result.returncode == 0, (result.returncode, result.stdout, result.stderr)
+    assert result.stdout.strip() == "ok"
+
+
+def test_strict_mode_leaves_other_faults_alone(strict_fault):
+    result = _run([strict_fault, "other"])
+    assert result.returncode == -signal.SIGSEGV, (result.returncode, result.stdout, result.stderr)
+    assert "torch-emu strict mode" not in result.stderr
