@@ -113,6 +113,8 @@ def test_fork_before_first_use_is_fine():
     r = _run(
         """
         import os, torch
+        # Asking about the devices does not start them (like CUDA's NVML path).
+        assert torch.emu.is_available() and torch.emu.device_count() == 2
         pid = os.fork()
         if pid == 0:
             os._exit(0 if torch.ones(2, device="emu").sum().item() == 2 else 1)

@@ -64,6 +64,7 @@ at::Tensor copy_via_contiguous(const at::Tensor& src, const at::Tensor& dst, boo
   return dst;
 }
 
+// LITERALINCLUDE START: COPY_WITHIN_DEVICE
 at::Tensor copy_within_device(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
   const c10::Stream stream = current_stream(dst.device().index());
   if (is_flat(src) && is_flat(dst) && src.sizes() == dst.sizes() && src.dtype() == dst.dtype()) {
@@ -79,6 +80,7 @@ at::Tensor copy_within_device(const at::Tensor& src, const at::Tensor& dst, bool
   launch_kernel(stream, [&] { dst_alias.copy_(src_alias); });
   return dst;
 }
+// LITERALINCLUDE END: COPY_WITHIN_DEVICE
 
 // LITERALINCLUDE START: COPY_PEER
 // Like CUDA: the copy runs on the source device's current stream, which first
@@ -144,6 +146,7 @@ at::Tensor copy_device_to_host(const at::Tensor& src, const at::Tensor& dst, boo
 
 } // namespace
 
+// LITERALINCLUDE START: COPY_FROM
 at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
   TORCH_CHECK(src.layout() == at::kStrided && dst.layout() == at::kStrided,
               "emu supports copies between strided tensors only");
@@ -161,5 +164,6 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
   TORCH_CHECK(dst.is_cpu(), "cannot copy from ", src.device(), " to ", dst.device());
   return copy_device_to_host(src, dst, non_blocking);
 }
+// LITERALINCLUDE END: COPY_FROM
 
 } // namespace torch_emu

@@ -91,7 +91,7 @@ void for_each_tensor(const c10::IValue& value, Fn&& fn) {
   }
 }
 
-// LITERALINCLUDE START: FALLBACK
+// LITERALINCLUDE START: FALLBACK_KERNEL
 void emu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const size_t num_args = schema.arguments().size();
@@ -146,7 +146,7 @@ void emu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     (*stack)[i] = map_tensors((*stack)[i], [&](const at::Tensor& t) { return aliases.to_emu(t, device); });
   }
 }
-// LITERALINCLUDE END: FALLBACK
+// LITERALINCLUDE END: FALLBACK_KERNEL
 
 } // namespace
 

@@ -102,6 +102,7 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 
 } // namespace
 
+// LITERALINCLUDE START: RESIZE_STORAGE_BYTES
 void resize_storage_bytes(c10::StorageImpl* storage, size_t new_bytes) {
   TORCH_CHECK(storage->resizable(), "Trying to resize storage that is not resizable");
   const size_t old_bytes = storage->nbytes();
@@ -120,6 +121,7 @@ void resize_storage_bytes(c10::StorageImpl* storage, size_t new_bytes) {
   storage->set_data_ptr_noswap(std::move(data));
   storage->set_nbytes(new_bytes);
 }
+// LITERALINCLUDE END: RESIZE_STORAGE_BYTES
 
 // LITERALINCLUDE START: MINIMAL_OPS_REGISTER
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {

@@ -17,6 +17,7 @@ using c10::CachingAllocator::StatType;
 
 namespace {
 
+// LITERALINCLUDE START: DEVICE_ALLOCATOR_SIZES
 // The same sizes as torch.cuda's caching allocator, so memory stats compare.
 constexpr size_t kMinBlockSize = 512;       // requests are rounded up to this
 constexpr size_t kSmallSize = 1 << 20;      // largest request of the small pool
@@ -40,6 +41,7 @@ size_t segment_size(size_t size) {
   }
   return (size + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
 }
+// LITERALINCLUDE END: DEVICE_ALLOCATOR_SIZES
 
 // Every statistic counts in the aggregate and in the pool of the block.
 void update_stat(StatArray& stat, bool small, int64_t delta) {
@@ -253,7 +255,7 @@ Block* new_segment(DeviceCache& dc, c10::Stream stream, size_t size, bool small)
     const auto allocated = static_cast<uint64_t>(dc.stats.allocated_bytes[agg].current);
     const auto reserved = static_cast<uint64_t>(dc.stats.reserved_bytes[agg].current);
     TORCH_CHECK_WITH(OutOfMemoryError, false,
-        "emu out of memory. Tried to allocate ", format_size(bytes), ". emu:",
+        "emu out of memory. Tried to allocate ", format_size(size), ". emu:",
         static_cast<int>(dc.index), " has a total capacity of ", format_size(total_bytes),
         " of which ", format_size(free_bytes), " is free. Of the allocated memory ",
         format_size(allocated), " is allocated by PyTorch, and ",

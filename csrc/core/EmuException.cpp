@@ -4,6 +4,7 @@
 
 namespace torch_emu {
 
+// LITERALINCLUDE START: THROW_RUNTIME_ERROR
 void throw_runtime_error(emuError_t err, const char* call) {
   std::string msg = std::string("emu runtime error: ") + emuGetErrorName(err) +
       " (" + emuGetErrorString(err) + ") in " + call;
@@ -17,5 +18,6 @@ void throw_runtime_error(emuError_t err, const char* call) {
   }
   throw c10::AcceleratorError({__func__, __FILE__, __LINE__}, static_cast<int32_t>(err), msg);
 }
+// LITERALINCLUDE END: THROW_RUNTIME_ERROR
 
 } // namespace torch_emu

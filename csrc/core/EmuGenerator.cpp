@@ -84,6 +84,7 @@ at::Generator new_generator(c10::DeviceIndex device) {
   return at::make_generator<EmuGeneratorImpl>(device);
 }
 
+// LITERALINCLUDE START: CPU_GENERATOR_FOR
 at::Generator cpu_generator_for(const std::optional<at::Generator>& gen, c10::DeviceIndex device) {
   if (gen.has_value() && gen->defined()) {
     TORCH_CHECK(gen->device().type() == c10::DeviceType::PrivateUse1,
@@ -92,5 +93,6 @@ at::Generator cpu_generator_for(const std::optional<at::Generator>& gen, c10::De
   }
   return at::check_generator<EmuGeneratorImpl>(default_generator(device))->cpu_generator();
 }
+// LITERALINCLUDE END: CPU_GENERATOR_FOR
 
 } // namespace torch_emu

@@ -70,6 +70,7 @@ struct Launch {
   std::exception_ptr error;
 };
 
+// LITERALINCLUDE START: RUN_KERNEL
 // Runs on the launching thread (stream idle) or on the stream's worker.
 int run_kernel(void* user_data) {
   auto* launch = static_cast<Launch*>(user_data);
@@ -94,6 +95,7 @@ int run_kernel(void* user_data) {
   (void)emuSetDevice(outer_device);
   return launch->error ? 1 : 0;
 }
+// LITERALINCLUDE END: RUN_KERNEL
 
 } // namespace
 

@@ -72,6 +72,7 @@ emuError_t map_arena_locked(int device, Arena& arena) {
   // The protection must match the strict-mode state at the moment the arena
   // becomes visible, so decide and publish under the same lock as the toggle.
   std::lock_guard<std::mutex> protect(g_protect_mu);
+  emu::note_device_state_created();
   void* base = mmap(nullptr, g_config.capacity, arena_prot(),
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (base == MAP_FAILED) {
@@ -340,6 +341,7 @@ emuError_t emuMallocHost(void** ptr, size_t size) {
     return set_error(emuErrorMemoryAllocation, "emuMallocHost: cannot allocate %zu bytes", size);
   }
   const size_t rounded = emu::round_up_to_page(size);
+  emu::note_device_state_created();
   void* p = mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
     return set_error(emuErrorMemoryAllocation,

@@ -23,6 +23,7 @@ namespace emu {
 Config g_config = {2, size_t{8} << 30, false};
 std::atomic<int> g_init_state{kUninitialised};
 std::atomic<bool> g_forked_child{false};
+std::atomic<bool> g_device_state_created{false};
 
 namespace {
 
@@ -105,10 +106,11 @@ bool parse_memory_size(const char* text, size_t* out) {
   return true;
 }
 
+// LITERALINCLUDE START: RUNTIME_INIT
 // The child of a process that used the runtime inherits its memory but not its
 // stream worker threads; any state it sees may be mid-update. Refuse to run.
 void on_fork_child() {
-  g_forked_child.store(true, std::memory_order_relaxed);
+  g_forked_child.store(g_device_state_created.load(std::memory_order_relaxed), std::memory_order_relaxed);
 }
 
 void init_once() {
@@ -139,8 +141,14 @@ void init_once() {
   pthread_atfork(nullptr, nullptr, on_fork_child);
   g_init_state.store(kReady, std::memory_order_release);
 }
+// LITERALINCLUDE END: RUNTIME_INIT
 
 } // namespace
+
+// LITERALINCLUDE START: RUNTIME_FORK
+void note_device_state_created() {
+  g_device_state_created.store(true, std::memory_order_relaxed);
+}
 
 emuError_t init_slow(const char* call) {
   if (g_forked_child.load(std::memory_order_relaxed)) {
@@ -157,6 +165,7 @@ emuError_t init_slow(const char* call) {
   }
   return emuSuccess;
 }
+// LITERALINCLUDE END: RUNTIME_FORK
 
 emuError_t set_error(emuError_t err, const char* fmt, ...) {
   va_list args;

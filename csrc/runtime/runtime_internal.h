@@ -33,6 +33,11 @@ extern std::atomic<bool> g_forked_child;
 
 emuError_t init_slow(const char* call);
 
+// Called when the process first creates device state (device memory, pinned
+// memory, streams). Only such a process poisons its forked children: reading
+// the configuration (device count, properties) does not.
+void note_device_state_created();
+
 // Every API entry point starts here. The common case (initialised, not a
 // forked child) is two relaxed-ish loads; everything else is out of line.
 inline emuError_t ensure_init(const char* call) {

@@ -468,6 +468,7 @@ emuError_t emuStreamCreateWithPriority(emuStream_t* stream, int priority) {
   if (stream == nullptr) {
     return set_error(emuErrorInvalidValue, "emuStreamCreateWithPriority: stream is null");
   }
+  emu::note_device_state_created();
   emuStream* s = new emuStream;
   s->id = g_next_stream_id.fetch_add(1, std::memory_order_relaxed);
   s->device = emu::current_device();
@@ -570,6 +571,7 @@ emuError_t emuMemcpy(void* dst, const void* src, size_t n, emuMemcpyKind kind) {
   return emuSuccess;
 }
 
+// LITERALINCLUDE START: MEMCPY_ASYNC
 emuError_t emuMemcpyAsync(void* dst, const void* src, size_t n, emuMemcpyKind kind,
                           emuStream_t stream) {
   EMU_API_ENTER();
@@ -597,6 +599,7 @@ emuError_t emuMemcpyAsync(void* dst, const void* src, size_t n, emuMemcpyKind ki
   if (plan.pageable && !submitted.ran_inline) wait_until_completed(stream, submitted.seq);
   return emuSuccess;
 }
+// LITERALINCLUDE END: MEMCPY_ASYNC
 
 emuError_t emuLaunchHostFunc(emuStream_t stream, emuHostFn_t fn, void* user_data) {
   EMU_API_ENTER();

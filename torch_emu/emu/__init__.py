@@ -13,6 +13,21 @@ import torch
 
 from .. import _C
 
+__all__ = [
+    "is_available",
+    "is_initialized",
+    "init",
+    "device_count",
+    "current_device",
+    "set_device",
+    "device",
+    "device_of",
+    "synchronize",
+    "get_device_properties",
+    "get_device_name",
+    "get_device_capability",
+]
+
 # LITERALINCLUDE START: LAZY_INIT
 _initialized = False
 _in_bad_fork = False
@@ -184,7 +199,9 @@ def get_device_capability(device: Any = None) -> tuple[int, int]:
     return props.major, props.minor
 
 
+from . import memory, random, streams  # noqa: E402
 from .memory import *  # noqa: E402,F401,F403
 from .random import *  # noqa: E402,F401,F403
 from .streams import *  # noqa: E402,F401,F403
-from . import memory, random, streams  # noqa: E402,F401
+
+__all__ += memory.__all__ + random.__all__ + streams.__all__

@@ -99,21 +99,21 @@ def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
         ("Non-releasable allocs", "inactive_split", str),
     ]
     pools = ("all",) if abbreviated else ("all", "large_pool", "small_pool")
-    width = 76
+    width = 84
     lines = [
         "=" * width,
         f" emu memory summary, device ID {index}".ljust(width),
         "-" * width,
-        f"{'Metric':<32}| {'Cur Usage':>9} | {'Peak Usage':>10} | {'Tot Alloc':>9} | {'Tot Freed':>9}",
+        f"{'Metric':<32}| " + " | ".join(f"{h:>10}" for h in ("Cur Usage", "Peak Usage", "Tot Alloc", "Tot Freed")),
         "-" * width,
     ]
     for title, key, fmt in rows:
         for pool in pools:
             name = title if pool == "all" else f"      from {pool.replace('_pool', '')} pool"
             values = [stats.get(f"{key}.{pool}.{kind}", 0) for kind in ("current", "peak", "allocated", "freed")]
-            lines.append(f"{name:<32}| " + " | ".join(f"{fmt(v):>9}" for v in values))
+            lines.append(f"{name:<32}| " + " | ".join(f"{fmt(v):>10}" for v in values))
         lines.append("-" * width)
-    lines.append(f"{'Allocation retries':<32}| {stats.get('num_alloc_retries', 0):>9}")
-    lines.append(f"{'Out-of-memory errors':<32}| {stats.get('num_ooms', 0):>9}")
+    lines.append(f"{'Allocation retries':<32}| {stats.get('num_alloc_retries', 0):>10}")
+    lines.append(f"{'Out-of-memory errors':<32}| {stats.get('num_ooms', 0):>10}")
     lines.append("=" * width)
     return "\n".join(lines) + "\n"

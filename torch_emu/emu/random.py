@@ -52,15 +52,23 @@ def manual_seed_all(seed: int) -> None:
 
 
 def seed() -> None:
-    """Seeds the current device's generator with a random number."""
-    _generator().seed()
+    """Seeds the current device's generator with a random number (deferred
+    until emu is used)."""
+    from . import _lazy_call
+
+    _lazy_call("seed", lambda: _generator().seed())
 
 
 def seed_all() -> None:
-    """Seeds every device with one random number."""
-    random_seed = _generator(0).seed()
-    for i in _device_indices():
-        _generator(i).manual_seed(random_seed)
+    """Seeds every device with one random number (deferred until emu is used)."""
+    from . import _lazy_call
+
+    def seed_every_device() -> None:
+        random_seed = _generator(0).seed()
+        for i in _device_indices():
+            _generator(i).manual_seed(random_seed)
+
+    _lazy_call("seed_all", seed_every_device)
 
 
 def initial_seed() -> int:
