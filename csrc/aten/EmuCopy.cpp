@@ -113,32 +113,22 @@ at::Tensor copy_between_devices(const at::Tensor& src, const at::Tensor& dst, bo
 // LITERALINCLUDE END: COPY_PEER
 
 // LITERALINCLUDE START: COPY_HOST
-at::Tensor copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+// Host <-> device: one memcpy on the emu device's current stream. With
+// non_blocking and pinned host memory the copy stays queued; the pinned block
+// is then kept from reuse until the copy has run.
+at::Tensor copy_with_host(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
   if (!is_flat(dst)) {
     return copy_via_contiguous(src, dst, non_blocking);
   }
-  const c10::DeviceGuard guard(dst.device());
-  const c10::Stream stream = current_stream(dst.device().index());
+  const bool to_device = is_emu(dst);
+  const at::Tensor& device_side = to_device ? dst : src;
+  const c10::DeviceGuard guard(device_side.device());
+  const c10::Stream stream = current_stream(device_side.device().index());
   at::Tensor flat = flat_source_for(src, dst);
-  memcpy_on_stream(dst.data_ptr(), flat.const_data_ptr(), dst.nbytes(), emuMemcpyHostToDevice,
-                   stream, non_blocking);
+  memcpy_on_stream(dst.data_ptr(), flat.const_data_ptr(), dst.nbytes(),
+                   to_device ? emuMemcpyHostToDevice : emuMemcpyDeviceToHost, stream, non_blocking);
   if (non_blocking) {
-    keep_pinned_alive(flat, stream);
-  }
-  return dst;
-}
-
-at::Tensor copy_device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
-  if (!is_flat(dst)) {
-    return copy_via_contiguous(src, dst, non_blocking);
-  }
-  const c10::DeviceGuard guard(src.device());
-  const c10::Stream stream = current_stream(src.device().index());
-  at::Tensor flat = flat_source_for(src, dst);
-  memcpy_on_stream(dst.data_ptr(), flat.const_data_ptr(), dst.nbytes(), emuMemcpyDeviceToHost,
-                   stream, non_blocking);
-  if (non_blocking) {
-    keep_pinned_alive(dst, stream);
+    keep_pinned_alive(to_device ? flat : dst, stream);
   }
   return dst;
 }
@@ -157,12 +147,8 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
     return src.device() == dst.device() ? copy_within_device(src, dst, non_blocking)
                                         : copy_between_devices(src, dst, non_blocking);
   }
-  if (is_emu(dst)) {
-    TORCH_CHECK(src.is_cpu(), "cannot copy from ", src.device(), " to ", dst.device());
-    return copy_host_to_device(src, dst, non_blocking);
-  }
-  TORCH_CHECK(dst.is_cpu(), "cannot copy from ", src.device(), " to ", dst.device());
-  return copy_device_to_host(src, dst, non_blocking);
+  TORCH_CHECK(src.is_cpu() || dst.is_cpu(), "cannot copy from ", src.device(), " to ", dst.device());
+  return copy_with_host(src, dst, non_blocking);
 }
 // LITERALINCLUDE END: COPY_FROM
 

@@ -443,21 +443,29 @@ c10::CachingDeviceAllocator::DeviceStats EmuDeviceAllocator::getDeviceStats(
   return dc.stats;
 }
 
-void EmuDeviceAllocator::resetAccumulatedStats(c10::DeviceIndex device) {
-  DeviceCache& dc = cache(device);
-  std::lock_guard<std::mutex> guard(dc.mutex);
-  auto& s = dc.stats;
+namespace {
+// Every StatArray of DeviceStats, for the two reset operations.
+template <typename Fn>
+void for_each_stat(c10::CachingDeviceAllocator::DeviceStats& s, Fn&& fn) {
   for (StatArray* array : {&s.allocation, &s.segment, &s.active, &s.inactive_split,
                            &s.allocated_bytes, &s.reserved_bytes, &s.active_bytes,
                            &s.inactive_split_bytes, &s.requested_bytes}) {
     for (auto& stat : *array) {
-      stat.reset_accumulated();
+      fn(stat);
     }
   }
+  fn(s.oversize_allocations);
+  fn(s.oversize_segments);
+}
+} // namespace
+
+void EmuDeviceAllocator::resetAccumulatedStats(c10::DeviceIndex device) {
+  DeviceCache& dc = cache(device);
+  std::lock_guard<std::mutex> guard(dc.mutex);
+  auto& s = dc.stats;
+  for_each_stat(s, [](c10::CachingAllocator::Stat& stat) { stat.reset_accumulated(); });
   s.num_alloc_retries = 0;
   s.num_ooms = 0;
-  s.oversize_allocations.reset_accumulated();
-  s.oversize_segments.reset_accumulated();
   s.num_sync_all_streams = 0;
   s.num_device_alloc = 0;
   s.num_device_free = 0;
@@ -466,16 +474,7 @@ void EmuDeviceAllocator::resetAccumulatedStats(c10::DeviceIndex device) {
 void EmuDeviceAllocator::resetPeakStats(c10::DeviceIndex device) {
   DeviceCache& dc = cache(device);
   std::lock_guard<std::mutex> guard(dc.mutex);
-  auto& s = dc.stats;
-  for (StatArray* array : {&s.allocation, &s.segment, &s.active, &s.inactive_split,
-                           &s.allocated_bytes, &s.reserved_bytes, &s.active_bytes,
-                           &s.inactive_split_bytes, &s.requested_bytes}) {
-    for (auto& stat : *array) {
-      stat.reset_peak();
-    }
-  }
-  s.oversize_allocations.reset_peak();
-  s.oversize_segments.reset_peak();
+  for_each_stat(dc.stats, [](c10::CachingAllocator::Stat& stat) { stat.reset_peak(); });
 }
 
 std::pair<size_t, size_t> EmuDeviceAllocator::getMemoryInfo(c10::DeviceIndex device) {
