@@ -7,12 +7,14 @@ Prints a Markdown table of emu/CPU time ratios (< 1: emu is faster) for the
 per-op overhead (8x8 add), an MLP training step and 64 MiB host<->device
 copies, plus one line describing the machine. Emu and CPU measurements
 alternate inside every repeat, so machine noise hits both alike; each number
-is the median over the repeats. Targets are reported, never enforced.
+is the median over the repeats. The MLP's CPU step is also timed alone, before
+the first emu backward (see README). Targets are reported, never enforced.
 """
 
 import argparse
 import copy
 import json
+import os
 import platform
 import statistics
 import time
@@ -21,6 +23,8 @@ import torch
 import torch_emu
 
 MLP_TARGET = 1.5  # emu/CPU time of one training step, at most
+NOISY = 0.3  # warn when the repeats of a measurement spread more than this
+spreads = {}  # measurement -> interquartile range of the repeats / median
 
 
 def cpu_model() -> str:
@@ -42,12 +46,13 @@ def no_sync() -> None:
     pass
 
 
-def bench(cases: dict, number: int, repeats: int, warmup: int) -> dict:
+def bench(label: str, cases: dict, number: int, repeats: int, warmup: int) -> dict:
     """Seconds per call of each case (name -> (fn, sync)), median of `repeats`.
 
     Every repeat runs each case `number` times, the cases one after the other
-    (in reversed order every other repeat); the device is synchronised before
-    the clock is read at either end.
+    (in reversed order every other repeat), each block after one untimed call
+    (switching buffers costs cache and TLB misses that would otherwise land on
+    the first call); the device is synchronised before the clock is read.
     """
     for fn, sync in cases.values():
         for _ in range(warmup):
@@ -57,19 +62,24 @@ def bench(cases: dict, number: int, repeats: int, warmup: int) -> dict:
     for r in range(repeats):
         for name in (list(cases) if r % 2 == 0 else list(reversed(cases))):
             fn, sync = cases[name]
+            fn()
             sync()
             start = time.perf_counter()
             for _ in range(number):
                 fn()
             sync()
             samples[name].append((time.perf_counter() - start) / number)
-    return {name: statistics.median(s) for name, s in samples.items()}
+    medians = {name: statistics.median(s) for name, s in samples.items()}
+    for name, s in samples.items():
+        q1, _, q3 = statistics.quantiles(s, n=4)
+        spreads[f"{label} {name}"] = (q3 - q1) / medians[name]
+    return medians
 
 
 def bench_add(quick: bool) -> list:
     a, b = torch.randn(8, 8), torch.randn(8, 8)
     ae, be = a.to("emu"), b.to("emu")
-    t = bench({"emu": (lambda: ae + be, sync_emu), "cpu": (lambda: a + b, no_sync)},
+    t = bench("add", {"emu": (lambda: ae + be, sync_emu), "cpu": (lambda: a + b, no_sync)},
               number=200 if quick else 2000, repeats=3 if quick else 9, warmup=100)
     return [row("add 8×8 float32", "µs/op", t["emu"] * 1e6, t["cpu"] * 1e6, t["emu"] / t["cpu"])]
 
@@ -85,23 +95,31 @@ def train_step(model, optimizer, x, y):
 
 def bench_mlp(quick: bool) -> list:
     torch.manual_seed(0)
-    cpu_model_ = torch.nn.Sequential(
+    cpu_net = torch.nn.Sequential(
         torch.nn.Linear(512, 512), torch.nn.ReLU(),
         torch.nn.Linear(512, 512), torch.nn.ReLU(),
         torch.nn.Linear(512, 10),
     )
-    emu_model = copy.deepcopy(cpu_model_).to("emu")
+    emu_net = copy.deepcopy(cpu_net).to("emu")
     x, y = torch.randn(64, 512), torch.randint(0, 10, (64,))
     steps = {}
-    for device, model in (("cpu", cpu_model_), ("emu", emu_model)):
+    for device, net in (("cpu", cpu_net), ("emu", emu_net)):
         # Same optimizer and implementation (the per-parameter loop) on both.
-        opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9, foreach=False)
-        steps[device] = train_step(model, opt, x.to(device), y.to(device))
-    t = bench({"emu": (steps["emu"], sync_emu), "cpu": (steps["cpu"], no_sync)},
-              number=5 if quick else 20, repeats=3 if quick else 9, warmup=5)
-    ratio = t["emu"] / t["cpu"]
-    return [row("MLP train step 512→512→512→10, batch 64, SGD", "ms/step",
-                t["emu"] * 1e3, t["cpu"] * 1e3, ratio, target=MLP_TARGET)]
+        opt = torch.optim.SGD(net.parameters(), lr=1e-3, momentum=0.9, foreach=False)
+        steps[device] = train_step(net, opt, x.to(device), y.to(device))
+    number, repeats = (5, 3) if quick else (20, 9)
+    # The first emu backward starts PyTorch's autograd thread for the device;
+    # its OpenMP team then slows every parallel region in the process, CPU
+    # ones included (see README). So the CPU baseline is first measured
+    # alone, before that, then again interleaved with emu.
+    alone = bench("MLP alone", {"cpu": (steps["cpu"], no_sync)}, number, repeats, warmup=5)["cpu"]
+    t = bench("MLP", {"emu": (steps["emu"], sync_emu), "cpu": (steps["cpu"], no_sync)},
+              number, repeats, warmup=5)
+    name = "MLP train step 512→512→512→10, batch 64, SGD"
+    return [row(f"{name}: CPU alone", "ms/step", t["emu"] * 1e3, alone * 1e3,
+                t["emu"] / alone, target=MLP_TARGET),
+            row(f"{name}: CPU interleaved", "ms/step", t["emu"] * 1e3, t["cpu"] * 1e3,
+                t["emu"] / t["cpu"])]
 
 
 def bench_copies(quick: bool) -> list:
@@ -118,7 +136,7 @@ def bench_copies(quick: bool) -> list:
         cases[f"H2D {kind}"] = (lambda s=host_src[kind]: dev_dst.copy_(s), sync_emu)
     for kind in ("pageable", "pinned"):
         cases[f"D2H {kind}"] = (lambda d=host_dst[kind]: d.copy_(dev_src), sync_emu)
-    t = bench(cases, number=2 if quick else 5, repeats=3 if quick else 7, warmup=2)
+    t = bench("copy", cases, number=2 if quick else 10, repeats=3 if quick else 9, warmup=2)
     gbps = lambda s: nbytes / s / 1e9  # noqa: E731
     return [row(f"copy 64 MiB {name}", "GB/s", gbps(t[name]), gbps(t["cpu"]),
                 t[name] / t["cpu"]) for name in cases if name != "cpu"]
@@ -148,18 +166,23 @@ def main() -> int:
 
     machine = {"torch": torch.__version__, "torch_emu": torch_emu.__version__,
                "threads": torch.get_num_threads(), "cpu": cpu_model(),
+               "load_average": os.getloadavg()[0],
                "python": platform.python_version(), "quick": args.quick}
     start = time.perf_counter()
-    rows = bench_add(args.quick) + bench_mlp(args.quick) + bench_copies(args.quick)
+    rows = bench_add(args.quick) + bench_copies(args.quick) + bench_mlp(args.quick)  # MLP last
     print(f"torch {machine['torch']}, torch-emu {machine['torch_emu']}, "
-          f"{machine['threads']} threads, {machine['cpu']}"
+          f"{machine['threads']} threads, {machine['cpu']}, load {machine['load_average']:.2f}"
           f"{' (--quick)' if args.quick else ''}\n")
     print(table(rows))
     print("\nCopies: the CPU column is a cpu→cpu `copy_` of the same 64 MiB.")
+    noisy = sorted(name for name, spread in spreads.items() if spread > NOISY)
+    if noisy:
+        print(f"Warning: noisy measurements ({', '.join(noisy)}): the middle half of their "
+              f"repeats spreads over more than {NOISY:.0%} of the median; rerun on a quieter machine.")
     print(f"\n({time.perf_counter() - start:.1f} s)")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"machine": machine, "results": rows}, f, indent=2)
+            json.dump({"machine": machine, "results": rows, "spreads": spreads}, f, indent=2)
     return 0
 
 

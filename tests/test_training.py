@@ -60,3 +60,16 @@ def test_thousand_steps_do_not_leak():
     gc.collect()
     torch.emu.synchronize()
     assert torch.emu.memory_allocated() == baseline
+
+
+def test_backward_runs_on_the_calling_thread():
+    # See torch_emu/__init__.py (AUTOGRAD_THREADS): no per-device engine thread.
+    import threading
+
+    seen = []
+    x = torch.ones(3, device="emu", requires_grad=True)
+    y = x * 2
+    y.register_hook(lambda g: seen.append(threading.get_ident()))
+    y.sum().backward()
+    assert seen == [threading.get_ident()]
+    assert x.grad.tolist() == [2.0, 2.0, 2.0]

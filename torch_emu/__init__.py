@@ -24,6 +24,18 @@ torch.utils.generate_methods_for_privateuse1_backend(
 )
 # LITERALINCLUDE END: BACKEND_REGISTRATION
 
+# LITERALINCLUDE START: AUTOGRAD_THREADS
+# The autograd engine runs the backward of accelerator tensors on one worker
+# thread per device, so that a host thread can keep queuing asynchronous GPU
+# kernels. Emu kernels finish before their launch returns, so that hand-off
+# buys no overlap; it costs a thread switch per backward and, worse, a second
+# OpenMP team that makes every CPU kernel's threads sleep between parallel
+# regions (MLP step 2.2x CPU instead of 1.0x on 2 cores). Backward therefore
+# runs on the calling thread. The setting is per thread (this is the importing
+# thread); torch.autograd.set_multithreading_enabled(True) restores it.
+torch.autograd.set_multithreading_enabled(False)
+# LITERALINCLUDE END: AUTOGRAD_THREADS
+
 __version__ = "0.1.0"
 
 
