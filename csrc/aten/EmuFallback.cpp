@@ -156,4 +156,30 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 }
 // LITERALINCLUDE END: FALLBACK_REGISTER
 
+// LITERALINCLUDE START: FALLBACK_STRUCTURED
+// Structured ops (add, mm, relu...) come with a generic kernel for every
+// backend ("CompositeExplicitAutogradNonFunctional") that computes the output
+// shape, allocates the output on emu and calls the op's out= form, which then
+// reaches the fallback and checks and computes the shape all over again in
+// CPU's kernel. Sending the functional and in-place forms to the fallback
+// directly runs CPU's kernel once; its output is allocated in device memory.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  auto& dispatcher = c10::Dispatcher::singleton();
+  for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
+    const auto op = dispatcher.findOp(name);
+    if (name.name.rfind("aten::", 0) != 0 || !op ||
+        !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
+        !op->hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
+        op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) {
+      continue;
+    }
+    std::string unqualified = name.name.substr(6);
+    if (!name.overload_name.empty()) {
+      unqualified += "." + name.overload_name;
+    }
+    m.impl(unqualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&emu_fallback>());
+  }
+}
+// LITERALINCLUDE END: FALLBACK_STRUCTURED
+
 } // namespace torch_emu
