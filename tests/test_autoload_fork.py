@@ -140,3 +140,22 @@ def test_strict_mode_faults_on_host_access():
     assert r.returncode != 0
     assert "not reached" not in r.stdout
     assert "strict mode" in r.stderr and "emu:0" in r.stderr
+
+
+def test_importing_torch_emu_first_works():
+    # torch_emu's own `import torch` autoloads torch_emu while it is half imported.
+    r = _run("import torch_emu, torch\nprint(torch.ones(2, device='emu').device)")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["emu:0"]
+
+
+def test_demo_command_line():
+    r = subprocess.run(
+        [sys.executable, "-m", "torch_emu", "demo", "--steps", "20"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "(match)" in r.stdout and "ratio emu/CPU" in r.stdout
+    bad = subprocess.run([sys.executable, "-m", "torch_emu", "demo", "--device", "emu:9"],
+                         capture_output=True, text=True, timeout=300)
+    assert bad.returncode != 0 and "emu:9" in bad.stderr

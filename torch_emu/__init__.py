@@ -8,7 +8,19 @@ allocators, generator and kernels for ``PrivateUse1``; then names the backend
 ``emu`` and installs the ``torch.emu`` device module.
 """
 
-import torch
+# LITERALINCLUDE START: AUTOLOAD
+def _autoload() -> None:
+    """Entry point of the ``torch.backends`` group, called by ``import torch``.
+
+    Importing this package does all the work. It is defined before ``import
+    torch`` below: when a program imports torch_emu first, that import of
+    torch autoloads this very entry point while torch_emu is still half
+    initialised, and the function must already exist then.
+    """
+
+
+# LITERALINCLUDE END: AUTOLOAD
+import torch  # noqa: E402
 
 # LITERALINCLUDE START: BACKEND_REGISTRATION
 from . import _C  # noqa: F401  (static registrations run when the library loads)
@@ -37,12 +49,3 @@ torch.autograd.set_multithreading_enabled(False)
 # LITERALINCLUDE END: AUTOGRAD_THREADS
 
 __version__ = "0.1.0"
-
-
-# LITERALINCLUDE START: AUTOLOAD
-def _autoload() -> None:
-    """Entry point of the ``torch.backends`` group, called by ``import torch``.
-
-    Importing the package has done all the work; this only has to exist.
-    """
-# LITERALINCLUDE END: AUTOLOAD

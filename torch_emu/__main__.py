@@ -14,7 +14,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "demo":
         from .demo import run
 
-        return run(steps=args.steps, device=args.device)
+        try:
+            return run(steps=args.steps, device=args.device)
+        except (RuntimeError, ValueError) as e:  # bad --device, bad configuration
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     return 2
 
 

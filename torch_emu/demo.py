@@ -59,13 +59,17 @@ def _gib(n: int) -> str:
     return f"{n / 2**30:.2f} GiB"
 
 
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB"
+
+
 def device_table() -> str:
     rows = [f"{'device':<8}{'name':<30}{'capacity':>12}{'free':>12}{'used':>12}"]
     for i in range(torch.emu.device_count()):
         free, total = torch.emu.mem_get_info(i)
         rows.append(
             f"{'emu:' + str(i):<8}{torch.emu.get_device_name(i):<30}{_gib(total):>12}{_gib(free):>12}"
-            f"{_gib(total - free):>12}"
+            f"{_mib(total - free):>12}"
         )
     return "\n".join(rows)
 
