@@ -175,3 +175,18 @@ def test_printing_and_numpy_errors():
     assert "device='emu:0'" in repr(x)
     with pytest.raises(TypeError, match="emu"):
         x.numpy()
+
+
+def test_host_alias_shares_memory_and_keeps_it_alive(baseline_memory):
+    from torch_emu import _C
+
+    x = emu(torch.arange(6.0)).view(2, 3)[:, 1:]
+    alias = _C._host_alias(x)
+    assert alias.device.type == "cpu" and alias.stride() == x.stride()
+    alias.mul_(10)
+    assert x.cpu().tolist() == [[10.0, 20.0], [40.0, 50.0]]
+    del x  # the alias keeps the device memory alive
+    assert alias.tolist() == [[10.0, 20.0], [40.0, 50.0]]
+    with pytest.raises(RuntimeError, match="emu tensor"):
+        _C._host_alias(torch.ones(2))
+    del alias

@@ -1,6 +1,7 @@
 // torch_emu._C: the few runtime entry points Python needs that PyTorch's own
 // Python API (torch.accelerator, torch.Stream, torch.Event, torch.Generator)
 // does not already reach through the registered guard, hooks and allocator.
+#include <ATen/ops/empty.h>
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/pybind.h>
 
@@ -22,6 +23,22 @@ py::dict device_properties(c10::DeviceIndex device) {
   d["minor"] = prop.minor;
   d["multi_processor_count"] = prop.multiProcessorCount;
   return d;
+}
+
+// A CPU tensor over an emu tensor's device memory, for host-side libraries
+// that read and write memory directly (Gloo, for the c10d backend). It holds a
+// reference to the emu storage, so the memory lives as long as the alias.
+// Callers order it with the device themselves (synchronise the stream first).
+at::Tensor host_alias(const at::Tensor& emu) {
+  TORCH_CHECK(emu.device().type() == c10::DeviceType::PrivateUse1, "host_alias expects an emu tensor, got one on ",
+              emu.device());
+  c10::StorageImpl* storage = emu.storage().unsafeGetStorageImpl();
+  c10::raw::intrusive_ptr::incref(storage);
+  c10::DataPtr data(storage->mutable_data(), storage, [](void* ctx) {
+    c10::raw::intrusive_ptr::decref(static_cast<c10::StorageImpl*>(ctx));
+  }, c10::Device(c10::DeviceType::CPU));
+  c10::Storage cpu(c10::Storage::use_byte_size_t(), storage->nbytes(), std::move(data), nullptr, false);
+  return at::empty({0}, emu.options().device(at::kCPU)).set_(cpu, emu.storage_offset(), emu.sizes(), emu.strides());
 }
 
 } // namespace
@@ -55,6 +72,7 @@ PYBIND11_MODULE(_C, m) {
     return stream_priority(c10::Stream(c10::Stream::UNSAFE,
                                        c10::Device(c10::DeviceType::PrivateUse1, device), stream_id));
   });
+  m.def("_host_alias", &host_alias);
   m.def("_default_generator", [](c10::DeviceIndex device) {
     return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(default_generator(device)));
   });
