@@ -48,4 +48,8 @@ torch.utils.generate_methods_for_privateuse1_backend(
 torch.autograd.set_multithreading_enabled(False)
 # LITERALINCLUDE END: AUTOGRAD_THREADS
 
+from .tools.fallback_report import configure_from_environment  # noqa: E402
+
+configure_from_environment()  # TORCH_EMU_FALLBACK_REPORT / TORCH_EMU_FALLBACK_ERROR
+
 __version__ = "0.1.0"

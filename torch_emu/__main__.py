@@ -10,7 +10,16 @@ def main(argv: list[str] | None = None) -> int:
     demo = commands.add_parser("demo", help="train a small model on emu and compare it with CPU")
     demo.add_argument("--steps", type=int, default=300, help="training steps (default 300)")
     demo.add_argument("--device", default="emu:0", help="emu device to train on (default emu:0)")
+    cov = commands.add_parser("coverage", help="how emu runs every aten operator (native, fallback...)")
+    cov.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    cov.add_argument("--kind", choices=["native", "fallback", "composite", "unsupported"],
+                     help="list only operators of this kind (the totals stay complete)")
     args = parser.parse_args(argv)
+    if args.command == "coverage":
+        from .tools import coverage_table
+
+        print(coverage_table(as_json=args.json, kind=args.kind))
+        return 0
     if args.command == "demo":
         from .demo import run
 

@@ -5,6 +5,9 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
+#include <chrono>
+
+#include "aten/EmuFallbackReport.h"
 #include "aten/EmuHostAlias.h"
 #include "core/EmuGenerator.h"
 #include "core/EmuLaunch.h"
@@ -91,8 +94,28 @@ void for_each_tensor(const c10::IValue& value, Fn&& fn) {
   }
 }
 
-// LITERALINCLUDE START: FALLBACK_KERNEL
+void run_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
+// LITERALINCLUDE START: FALLBACK_WATCH
+// The boxed fallback. Usually it just runs the op; when a vendor asked for a
+// fallback report (or for fallbacks to be errors) it is timed or refused.
 void emu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (C10_LIKELY(!fallback_watched())) {
+    run_on_device(op, stack);
+    return;
+  }
+  TORCH_CHECK_NOT_IMPLEMENTED(!fallback_is_error(), "'", op.schema().operator_name(),
+                              "' has no emu kernel and fallbacks are errors (TORCH_EMU_FALLBACK_ERROR=1 "
+                              "or torch_emu.tools.fallback_report(error=True))");
+  const auto start = std::chrono::steady_clock::now();
+  run_on_device(op, stack);
+  record_fallback(op.schema().operator_name(),
+                  std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
+}
+// LITERALINCLUDE END: FALLBACK_WATCH
+
+// LITERALINCLUDE START: FALLBACK_KERNEL
+void run_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const size_t num_args = schema.arguments().size();
   const auto args = torch::jit::last(*stack, num_args);
@@ -178,6 +201,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
       unqualified += "." + name.overload_name;
     }
     m.impl(unqualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&emu_fallback>());
+    fallback_routed_ops().push_back("aten::" + unqualified);
   }
 }
 // LITERALINCLUDE END: FALLBACK_STRUCTURED

@@ -5,6 +5,7 @@
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include "aten/EmuFallbackReport.h"
 #include "core/EmuException.h"
 #include "core/EmuGenerator.h"
 #include "core/EmuStream.h"
@@ -43,6 +44,7 @@ at::Tensor host_alias(const at::Tensor& emu) {
 
 } // namespace
 
+
 // LITERALINCLUDE START: PYTHON_BINDINGS
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torch-emu native extension: runtime, PrivateUse1 integration core and kernels";
@@ -73,6 +75,16 @@ PYBIND11_MODULE(_C, m) {
                                        c10::Device(c10::DeviceType::PrivateUse1, device), stream_id));
   });
   m.def("_host_alias", &host_alias);
+  m.def("_set_fallback_recording", &set_fallback_recording);
+  m.def("_set_fallback_error", &set_fallback_error);
+  m.def("_take_fallback_records", [] {
+    py::list out;
+    for (const FallbackRecord& r : take_fallback_records()) {
+      out.append(py::make_tuple(r.op, r.count, r.nanoseconds));
+    }
+    return out;
+  });
+  m.def("_fallback_routed_ops", [] { return fallback_routed_ops(); });
   m.def("_default_generator", [](c10::DeviceIndex device) {
     return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(default_generator(device)));
   });
