@@ -13,7 +13,7 @@ fi
 . .venv/bin/activate
 python -m pip install --quiet --upgrade pip
 # The C++ extension is ABI-bound to this exact torch.
-python -m pip install --quiet torch==2.13.0 numpy tqdm ninja setuptools wheel pytest sphinx myst-parser
+python -m pip install --quiet torch==2.13.0 numpy tqdm ninja setuptools wheel pytest sphinx myst-parser safetensors
 start=$(date +%s)
 python -m pip install --quiet --no-build-isolation -e .
 echo "torch-emu built in $(( $(date +%s) - start )) s"

@@ -190,3 +190,11 @@ def test_host_alias_shares_memory_and_keeps_it_alive(baseline_memory):
     with pytest.raises(RuntimeError, match="emu tensor"):
         _C._host_alias(torch.ones(2))
     del alias
+
+
+def test_item_of_one_element_tensors():
+    assert emu(torch.tensor([5])).item() == 5
+    assert emu(torch.tensor([[2.5]])).item() == 2.5
+    assert emu(torch.tensor(True)).item() is True
+    with pytest.raises(RuntimeError, match="cannot be converted to Scalar"):
+        emu(torch.ones(2)).item()

@@ -89,7 +89,8 @@ at::Tensor& set_empty(at::Tensor& self) {
 // LITERALINCLUDE START: OP_SCALAR
 // .item(): one element copied to the host, after the stream's work finished.
 at::Scalar local_scalar_dense(const at::Tensor& self) {
-  at::Tensor host = at::empty({}, self.options().device(at::kCPU));
+  TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(), " elements cannot be converted to Scalar");
+  at::Tensor host = at::empty(self.sizes(), self.options().device(at::kCPU));
   copy_from(self, host, /*non_blocking=*/false);
   return host.item();
 }

@@ -44,6 +44,7 @@ at::Tensor host_alias(const at::Tensor& emu) {
 
 } // namespace
 
+void init_serialization_bindings(pybind11::module& m); // SerializationBindings.cpp
 
 // LITERALINCLUDE START: PYTHON_BINDINGS
 PYBIND11_MODULE(_C, m) {
@@ -88,6 +89,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_default_generator", [](c10::DeviceIndex device) {
     return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(default_generator(device)));
   });
+  init_serialization_bindings(m);
 }
 // LITERALINCLUDE END: PYTHON_BINDINGS
 
