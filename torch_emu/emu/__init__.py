@@ -205,3 +205,24 @@ from .random import *  # noqa: E402,F401,F403
 from .streams import *  # noqa: E402,F401,F403
 
 __all__ += memory.__all__ + random.__all__ + streams.__all__
+
+# AMP: torch.autocast("emu") asks the device module for get_amp_supported_dtype().
+from . import amp  # noqa: E402
+from .amp import (  # noqa: E402
+    get_amp_supported_dtype,
+    get_autocast_dtype,
+    is_autocast_enabled,
+    is_bf16_supported,
+    set_autocast_dtype,
+    set_autocast_enabled,
+)
+
+__all__ += [
+    "amp",
+    "get_amp_supported_dtype",
+    "get_autocast_dtype",
+    "is_autocast_enabled",
+    "is_bf16_supported",
+    "set_autocast_dtype",
+    "set_autocast_enabled",
+]
