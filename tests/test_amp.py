@@ -86,6 +86,9 @@ LOWER_PRECISION = [
     ("baddbmm", torch.baddbmm, [(3, 8, 5), (3, 8, 6), (3, 6, 5)]),
     ("linear", F.linear, [(8, 6), (5, 6), (5,)]),
     ("prelu", F.prelu, [(4, 3, 5), (3,)]),
+    ("conv1d", F.conv1d, [(2, 3, 10), (4, 3, 3)]),
+    ("conv2d", F.conv2d, [(2, 3, 8, 8), (4, 3, 3, 3), (4,)]),
+    ("conv_transpose2d", F.conv_transpose2d, [(2, 3, 6, 6), (3, 4, 3, 3)]),
 ]
 
 
@@ -105,23 +108,6 @@ def test_lower_precision_ops(name, fn, shapes, dtype, baseline_memory):
     torch.testing.assert_close(out.cpu(), ref)
     # And within the dtype's precision of the float32 result.
     torch.testing.assert_close(out.cpu().float(), fn(*cpu_args), atol=0.1, rtol=0.05)
-
-
-CONVOLUTIONS = [
-    ("conv1d", F.conv1d, [(2, 3, 10), (4, 3, 3)]),
-    ("conv2d", F.conv2d, [(2, 3, 8, 8), (4, 3, 3, 3), (4,)]),
-    ("conv_transpose2d", F.conv_transpose2d, [(2, 3, 6, 6), (3, 4, 3, 3)]),
-]
-
-
-@pytest.mark.parametrize("name,fn,shapes", CONVOLUTIONS, ids=[c[0] for c in CONVOLUTIONS])
-def test_lower_precision_convolutions_not_yet(name, fn, shapes, baseline_memory):
-    """Emu has no convolution kernel yet (aten::convolution_overrideable), with
-    or without AMP; the policy itself is registered (test_policies_mirror_cuda).
-    When emu gains convolutions this fails: move CONVOLUTIONS into
-    LOWER_PRECISION then."""
-    with pytest.raises(NotImplementedError, match="convolution_overrideable"):
-        test_lower_precision_ops(name, fn, shapes, torch.bfloat16, None)
 
 
 def test_lower_precision_einsum_and_attention(baseline_memory):

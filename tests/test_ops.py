@@ -198,3 +198,33 @@ def test_item_of_one_element_tensors():
     assert emu(torch.tensor(True)).item() is True
     with pytest.raises(RuntimeError, match="cannot be converted to Scalar"):
         emu(torch.ones(2)).item()
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: torch.nn.Conv1d(3, 4, 3, padding=1),
+        lambda: torch.nn.Conv2d(3, 6, 3, padding=1, groups=3),
+        lambda: torch.nn.Conv2d(3, 4, 3, stride=2, bias=False),
+        lambda: torch.nn.Conv3d(2, 3, 2),
+        lambda: torch.nn.ConvTranspose2d(3, 4, 3, stride=2, output_padding=1),
+    ],
+    ids=["conv1d", "conv2d_grouped", "conv2d_nobias_strided", "conv3d", "conv_transpose2d"],
+)
+def test_convolutions_forward_and_backward_match_cpu(make, baseline_memory):
+    import copy
+
+    torch.manual_seed(0)
+    conv = make()
+    x = torch.randn((2, conv.in_channels) + (8,) * (conv.weight.dim() - 2), requires_grad=True)
+    conv_emu = copy.deepcopy(conv).emu()
+    x_emu = x.detach().emu().requires_grad_()
+    conv(x).square().sum().backward()
+    out = conv_emu(x_emu)
+    out.square().sum().backward()
+    torch.testing.assert_close(out.detach().cpu(), conv(x).detach())
+    torch.testing.assert_close(x_emu.grad.cpu(), x.grad)
+    torch.testing.assert_close(conv_emu.weight.grad.cpu(), conv.weight.grad)
+    if conv.bias is not None:
+        torch.testing.assert_close(conv_emu.bias.grad.cpu(), conv.bias.grad)
+    del conv_emu, x_emu, out

@@ -73,3 +73,27 @@ def test_backward_runs_on_the_calling_thread():
     y.sum().backward()
     assert seen == [threading.get_ident()]
     assert x.grad.tolist() == [2.0, 2.0, 2.0]
+
+
+def _train_cnn(device, steps=15):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(1, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(), torch.nn.Linear(16, 10),
+    ).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(16, 1, 12, 12, generator=g).to(device), torch.randint(0, 10, (16,), generator=g).to(device)
+    losses = []
+    for _ in range(steps):
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def test_cnn_training_matches_cpu():
+    torch.testing.assert_close(_train_cnn("emu"), _train_cnn("cpu"), rtol=1e-4, atol=1e-5)

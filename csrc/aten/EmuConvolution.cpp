@@ -1,0 +1,62 @@
+// Convolutions. PyTorch's convolution picks a backend by device type and, for
+// an out-of-tree device, calls the two "overrideable" operators, which have
+// no CPU kernel for the fallback to run. These kernels run CPU's convolution
+// (and its backward) on device memory, through the one launch path.
+#include <ATen/ops/convolution.h>
+#include <ATen/ops/convolution_backward.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "aten/EmuHostAlias.h"
+#include "core/EmuLaunch.h"
+#include "core/EmuStream.h"
+
+namespace torch_emu {
+namespace {
+
+std::optional<at::Tensor> alias_optional(HostAliases& aliases, const std::optional<at::Tensor>& t) {
+  return t.has_value() && t->defined() ? std::optional<at::Tensor>(aliases.alias(*t)) : std::nullopt;
+}
+
+// LITERALINCLUDE START: OP_CONVOLUTION
+at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& weight,
+                                    const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                                    at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
+                                    at::IntArrayRef output_padding, int64_t groups) {
+  const c10::DeviceGuard guard(input.device());
+  HostAliases aliases;
+  const at::Tensor x = aliases.alias(input), w = aliases.alias(weight);
+  const std::optional<at::Tensor> b = alias_optional(aliases, bias);
+  at::Tensor out;
+  launch_kernel(current_stream(input.device().index()), [&] {
+    out = at::convolution(x, w, b, stride, padding, dilation, transposed, output_padding, groups);
+  });
+  return aliases.to_emu(out, input.device().index());
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
+    at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding,
+    int64_t groups, std::array<bool, 3> output_mask) {
+  const c10::DeviceGuard guard(input.device());
+  HostAliases aliases;
+  const at::Tensor go = aliases.alias(grad_output), x = aliases.alias(input), w = aliases.alias(weight);
+  const int64_t out_channels = transposed ? weight.size(1) * groups : weight.size(0);
+  std::tuple<at::Tensor, at::Tensor, at::Tensor> grads;
+  launch_kernel(current_stream(input.device().index()), [&] {
+    grads = at::convolution_backward(go, x, w, std::vector<int64_t>{out_channels}, stride, padding, dilation,
+                                     transposed, output_padding, groups, output_mask);
+  });
+  const c10::DeviceIndex device = input.device().index();
+  return {aliases.to_emu(std::get<0>(grads), device), aliases.to_emu(std::get<1>(grads), device),
+          aliases.to_emu(std::get<2>(grads), device)};
+}
+// LITERALINCLUDE END: OP_CONVOLUTION
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("convolution_overrideable", TORCH_FN(convolution_overrideable));
+  m.impl("convolution_backward_overrideable", TORCH_FN(convolution_backward_overrideable));
+}
+
+} // namespace
+} // namespace torch_emu
