@@ -1,0 +1,123 @@
+// Scenario 2: DispatchStub registration.
+//
+// Many ATen kernels are written once for every device: they build a
+// TensorIterator and call a *stub*, e.g. fill_stub(iter.device_type(), iter,
+// value), which jumps to the kernel registered for that device type.
+// REGISTER_PRIVATEUSE1_DISPATCH fills the PrivateUse1 slot of a stub.
+//
+// A stub is only reached with a PrivateUse1 iterator when the device-generic
+// ATen function itself runs on emu tensors. The global fallback never does
+// that: it runs CPU kernels on CPU aliases, whose iterators say CPU. So this
+// file also registers the generic functions at::native::fill_ and
+// at::native::abs_out as the emu kernels of aten::fill_.Scalar and
+// aten::abs.out; they build an emu TensorIterator and call the stubs below.
+#include <ATen/Dispatch_v2.h>
+#include <ATen/OpMathType.h>
+#include <ATen/TensorIterator.h>
+#include <ATen/native/DispatchStub.h>
+#include <ATen/native/Fill.h>
+#include <ATen/native/UnaryOps.h>
+#include <ATen/ops/abs_cpu_dispatch.h>
+#include <ATen/ops/abs_native.h>
+#include <ATen/ops/fill_cpu_dispatch.h>
+#include <ATen/ops/fill_native.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+
+#include "aten/EmuHostAlias.h"
+#include "core/EmuLaunch.h"
+#include "core/EmuStream.h"
+
+namespace torch_emu {
+namespace {
+
+c10::Stream stream_of(const at::TensorIteratorBase& iter) {
+  return current_stream(iter.device().index());
+}
+
+// The dtypes the hand-written loops below cover; any other dtype runs CPU's
+// kernel on host aliases of the iterator's tensors. (A stub itself can only be
+// called from inside libtorch: DispatchStub's lookup is not exported.)
+constexpr at::ScalarType kFillTypes[] = {
+    at::kByte, at::kChar, at::kShort, at::kInt, at::kLong, at::kFloat, at::kDouble, at::kComplexFloat,
+    at::kComplexDouble, at::kBool, at::kHalf, at::kBFloat16};
+constexpr at::ScalarType kAbsTypes[] = {
+    at::kByte, at::kChar, at::kShort, at::kInt, at::kLong, at::kFloat, at::kDouble, at::kHalf, at::kBFloat16};
+
+template <size_t N>
+bool handled(at::ScalarType dtype, const at::ScalarType (&types)[N]) {
+  return std::find(std::begin(types), std::end(types), dtype) != std::end(types);
+}
+
+// LITERALINCLUDE START: STUB_KERNELS
+// fill_stub: one output operand, every element set to `value`.
+void emu_fill_kernel(at::TensorIterator& iter, const c10::Scalar& value) {
+  launch_kernel(stream_of(iter), [&] {
+    if (!handled(iter.dtype(), kFillTypes)) {
+      // float8 and other rare types: CPU's fill_ on a host alias.
+      HostAliases aliases;
+      at::Tensor out = aliases.alias(iter.tensor(0));
+      at::cpu::fill_(out, value);
+      return;
+    }
+    AT_DISPATCH_V2(iter.dtype(), "emu_fill", AT_WRAP([&] {
+      const scalar_t v = value.to<scalar_t>();
+      iter.for_each([v](char** data, const int64_t* strides, int64_t n) {
+        char* out = data[0];
+        for (int64_t i = 0; i < n; ++i, out += strides[0]) {
+          *reinterpret_cast<scalar_t*>(out) = v;
+        }
+      });
+    }), AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), at::kBool, at::kHalf, at::kBFloat16);
+  });
+}
+
+// abs_stub: operand 0 is the output, operand 1 the input.
+void emu_abs_kernel(at::TensorIteratorBase& iter) {
+  launch_kernel(stream_of(iter), [&] {
+    const at::ScalarType dtype = iter.input_dtype();
+    if (iter.dtype(0) != dtype || !handled(dtype, kAbsTypes)) {
+      // complex, bool, unsigned: CPU's abs.out on host aliases.
+      HostAliases aliases;
+      at::Tensor out = aliases.alias(iter.tensor(0));
+      at::cpu::abs_out(out, aliases.alias(iter.tensor(1)));
+      return;
+    }
+    AT_DISPATCH_V2(dtype, "emu_abs", AT_WRAP([&] {
+      iter.for_each([](char** data, const int64_t* strides, int64_t n) {
+        char* out = data[0];
+        const char* in = data[1];
+        for (int64_t i = 0; i < n; ++i, out += strides[0], in += strides[1]) {
+          const auto x = static_cast<at::opmath_type<scalar_t>>(*reinterpret_cast<const scalar_t*>(in));
+          *reinterpret_cast<scalar_t*>(out) = static_cast<scalar_t>(std::abs(x));
+        }
+      });
+    }), AT_EXPAND(AT_ALL_TYPES), at::kHalf, at::kBFloat16);
+  });
+}
+// LITERALINCLUDE END: STUB_KERNELS
+
+} // namespace
+
+} // namespace torch_emu
+
+// LITERALINCLUDE START: STUB_REGISTER
+// The macro names the stub unqualified, so it is used in the stubs' namespace.
+namespace at::native {
+REGISTER_PRIVATEUSE1_DISPATCH(fill_stub, &torch_emu::emu_fill_kernel)
+REGISTER_PRIVATEUSE1_DISPATCH(abs_stub, &torch_emu::emu_abs_kernel)
+} // namespace at::native
+
+namespace torch_emu {
+
+// The device-generic ATen functions that call those stubs, as emu kernels.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("fill_.Scalar", TORCH_FN(static_cast<at::Tensor& (*)(at::Tensor&, const at::Scalar&)>(at::native::fill_)));
+  m.impl("abs.out", TORCH_FN(at::native::abs_out));
+}
+// LITERALINCLUDE END: STUB_REGISTER
+
+} // namespace torch_emu
