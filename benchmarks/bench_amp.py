@@ -12,19 +12,15 @@ emu and CPU alternating inside every repeat, device synchronised before the
 clock is read, median of the repeats.
 """
 
-import argparse
 import copy
-import json
 import os
-import platform
 import sys
 import time
 
 import torch
-import torch_emu
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_foundation import NOISY, bench, cpu_model, no_sync, row, spreads, sync_emu, table  # noqa: E402
+from bench_foundation import bench, finish, machine_info, no_sync, parse_args, row, sync_emu  # noqa: E402
 
 MODES = {
     "float32": (None, False),
@@ -71,37 +67,17 @@ def bench_modes(quick: bool) -> tuple[list, dict]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="few iterations (CI smoke run)")
-    parser.add_argument("--json", metavar="PATH", help="also write the results to PATH")
-    args = parser.parse_args()
-
-    machine = {"torch": torch.__version__, "torch_emu": torch_emu.__version__,
-               "threads": torch.get_num_threads(), "cpu": cpu_model(),
-               "load_average": os.getloadavg()[0],
-               "python": platform.python_version(), "quick": args.quick}
+    args = parse_args(__doc__.split("\n\n")[0])
+    machine = machine_info(args.quick)
     start = time.perf_counter()
     rows, times = bench_modes(args.quick)
-    print(f"torch {machine['torch']}, torch-emu {machine['torch_emu']}, "
-          f"{machine['threads']} threads, {machine['cpu']}, load {machine['load_average']:.2f}"
-          f"{' (--quick)' if args.quick else ''}\n")
-    print("MLP 512→512→512→10, batch 64, cross-entropy, SGD with momentum (foreach=False).\n")
-    print(table(rows))
     fp32 = times["float32"]
-    print("\nAMP step time / float32 step time, per device:\n")
-    print("| mode | emu | CPU |\n|---|---:|---:|")
-    for mode, t in times.items():
-        if mode != "float32":
-            print(f"| {mode} | {t['emu'] / fp32['emu']:.2f}× | {t['cpu'] / fp32['cpu']:.2f}× |")
-    noisy = sorted(name for name, spread in spreads.items() if spread > NOISY)
-    if noisy:
-        print(f"\nWarning: noisy measurements ({', '.join(noisy)}): the middle half of their "
-              f"repeats spreads over more than {NOISY:.0%} of the median; rerun on a quieter machine.")
-    print(f"\n({time.perf_counter() - start:.1f} s)")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"machine": machine, "results": rows, "spreads": spreads}, f, indent=2)
-    return 0
+    notes = ["\nAMP step time / float32 step time, per device:\n",
+             "| mode | emu | CPU |\n|---|---:|---:|"]
+    notes += [f"| {mode} | {t['emu'] / fp32['emu']:.2f}× | {t['cpu'] / fp32['cpu']:.2f}× |"
+              for mode, t in times.items() if mode != "float32"]
+    return finish(args, start, machine, rows, notes="\n".join(notes), gap_before_warning=True,
+                  intro="MLP 512→512→512→10, batch 64, cross-entropy, SGD with momentum (foreach=False).\n")
 
 
 if __name__ == "__main__":

@@ -16,18 +16,13 @@ inside every repeat, median of the repeats):
   emu with ``torch_emu.data.Prefetcher`` (copies on a side stream).
 """
 
-import argparse
 import copy
-import json
-import os
-import platform
 import time
 
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-import bench_foundation as bf  # same directory: the timing helper and the table
-import torch_emu
+import bench_foundation as bf  # same directory: the timing helper, the table and main()'s parts
 from torch_emu.data import Prefetcher
 
 
@@ -89,32 +84,13 @@ def bench_loader(quick: bool) -> list:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="few iterations (CI smoke run)")
-    parser.add_argument("--json", metavar="PATH", help="also write the results to PATH")
-    args = parser.parse_args()
-
-    machine = {"torch": torch.__version__, "torch_emu": torch_emu.__version__,
-               "threads": torch.get_num_threads(), "cpu": bf.cpu_model(),
-               "load_average": os.getloadavg()[0],
-               "python": platform.python_version(), "quick": args.quick}
+    args = bf.parse_args(__doc__.split("\n\n")[0])
+    machine = bf.machine_info(args.quick)
     start = time.perf_counter()
     rows = bench_h2d(args.quick) + bench_loader(args.quick)
-    print(f"torch {machine['torch']}, torch-emu {machine['torch_emu']}, "
-          f"{machine['threads']} threads, {machine['cpu']}, load {machine['load_average']:.2f}"
-          f"{' (--quick)' if args.quick else ''}\n")
-    print(bf.table(rows))
-    print("\nH2D: the CPU column is a cpu→cpu `copy_` of the same size; `sync` waits for every copy, "
-          "`non_blocking` queues a block of copies and synchronises once.")
-    noisy = sorted(name for name, spread in bf.spreads.items() if spread > bf.NOISY)
-    if noisy:
-        print(f"Warning: noisy measurements ({', '.join(noisy)}): the middle half of their "
-              f"repeats spreads over more than {bf.NOISY:.0%} of the median; rerun on a quieter machine.")
-    print(f"\n({time.perf_counter() - start:.1f} s)")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"machine": machine, "results": rows, "spreads": bf.spreads}, f, indent=2)
-    return 0
+    return bf.finish(args, start, machine, rows,
+                     notes="\nH2D: the CPU column is a cpu→cpu `copy_` of the same size; `sync` waits for "
+                           "every copy, `non_blocking` queues a block of copies and synchronises once.")
 
 
 if __name__ == "__main__":

@@ -158,32 +158,53 @@ def table(rows: list) -> str:
     return "\n".join(lines)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def parse_args(description: str) -> argparse.Namespace:
+    """The command line shared by the benchmarks: --quick and --json PATH."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--quick", action="store_true", help="few iterations (CI smoke run)")
     parser.add_argument("--json", metavar="PATH", help="also write the results to PATH")
-    args = parser.parse_args()
+    return parser.parse_args()
 
-    machine = {"torch": torch.__version__, "torch_emu": torch_emu.__version__,
-               "threads": torch.get_num_threads(), "cpu": cpu_model(),
-               "load_average": os.getloadavg()[0],
-               "python": platform.python_version(), "quick": args.quick}
-    start = time.perf_counter()
-    rows = bench_add(args.quick) + bench_copies(args.quick) + bench_mlp(args.quick)  # MLP last
+
+def machine_info(quick: bool) -> dict:
+    return {"torch": torch.__version__, "torch_emu": torch_emu.__version__,
+            "threads": torch.get_num_threads(), "cpu": cpu_model(),
+            "load_average": os.getloadavg()[0],
+            "python": platform.python_version(), "quick": quick}
+
+
+def finish(args, start: float, machine: dict, rows: list, notes: str, intro: str = "",
+           gap_before_warning: bool = False) -> int:
+    """Print the machine line, `intro` (if any), the table of `rows`, `notes`,
+    a warning naming the noisy measurements (after a blank line if
+    `gap_before_warning`) and the time since `start`; write the JSON file if
+    asked. Returns main()'s exit status."""
     print(f"torch {machine['torch']}, torch-emu {machine['torch_emu']}, "
           f"{machine['threads']} threads, {machine['cpu']}, load {machine['load_average']:.2f}"
-          f"{' (--quick)' if args.quick else ''}\n")
+          f"{' (--quick)' if machine['quick'] else ''}\n")
+    if intro:
+        print(intro)
     print(table(rows))
-    print("\nCopies: the CPU column is a cpu→cpu `copy_` of the same 64 MiB.")
+    print(notes)
     noisy = sorted(name for name, spread in spreads.items() if spread > NOISY)
     if noisy:
-        print(f"Warning: noisy measurements ({', '.join(noisy)}): the middle half of their "
+        gap = "\n" if gap_before_warning else ""
+        print(f"{gap}Warning: noisy measurements ({', '.join(noisy)}): the middle half of their "
               f"repeats spreads over more than {NOISY:.0%} of the median; rerun on a quieter machine.")
     print(f"\n({time.perf_counter() - start:.1f} s)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"machine": machine, "results": rows, "spreads": spreads}, f, indent=2)
     return 0
+
+
+def main() -> int:
+    args = parse_args(__doc__.split("\n\n")[0])
+    machine = machine_info(args.quick)
+    start = time.perf_counter()
+    rows = bench_add(args.quick) + bench_copies(args.quick) + bench_mlp(args.quick)  # MLP last
+    return finish(args, start, machine, rows,
+                  notes="\nCopies: the CPU column is a cpu→cpu `copy_` of the same 64 MiB.")
 
 
 if __name__ == "__main__":

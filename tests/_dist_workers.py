@@ -346,6 +346,19 @@ def fsdp2():
 # -- faults --------------------------------------------------------------------
 
 
+def _exit_by_outcome(*calls):
+    """Runs ``calls`` in order: if one raises, prints how long it took and what
+    was raised, and exits 3; otherwise exits 0."""
+    start = time.monotonic()
+    try:
+        for call in calls:
+            call()
+    except Exception as e:  # noqa: BLE001
+        print(f"RAISED after {time.monotonic() - start:.1f}s: {type(e).__name__}: {e}"[:400], flush=True)
+        os._exit(3)
+    os._exit(0)
+
+
 def dies():
     """Rank 1 exits after init; rank 0's next collective must raise."""
     dev = _init()
@@ -354,14 +367,7 @@ def dies():
     if RANK == 1:
         os._exit(0)
     time.sleep(0.5)
-    start = time.monotonic()
-    try:
-        dist.all_reduce(t)
-        dist.all_reduce(t)
-    except Exception as e:  # noqa: BLE001
-        print(f"RAISED after {time.monotonic() - start:.1f}s: {type(e).__name__}: {e}"[:400], flush=True)
-        os._exit(3)
-    os._exit(0)
+    _exit_by_outcome(lambda: dist.all_reduce(t), lambda: dist.all_reduce(t))
 
 
 def stalls():
@@ -372,13 +378,7 @@ def stalls():
     if RANK == 1:
         time.sleep(40)  # the test kills this process once rank 0 has finished
         os._exit(0)
-    start = time.monotonic()
-    try:
-        dist.all_reduce(t)
-    except Exception as e:  # noqa: BLE001
-        print(f"RAISED after {time.monotonic() - start:.1f}s: {type(e).__name__}: {e}"[:400], flush=True)
-        os._exit(3)
-    os._exit(0)
+    _exit_by_outcome(lambda: dist.all_reduce(t))
 
 
 def never_joins():

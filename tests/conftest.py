@@ -1,9 +1,25 @@
 import gc
+import os
+import subprocess
+import sys
+import textwrap
 
 import pytest
 import torch
 
 import torch_emu  # noqa: F401  (also loaded by autoload; explicit for clarity)
+
+
+def run_python(code: str, **env) -> subprocess.CompletedProcess:
+    """Runs ``code`` (dedented) in a fresh interpreter with ``env`` added to
+    the environment; imported by the tests as ``from conftest import run_python``."""
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **env},
+    )
 
 
 @pytest.fixture

@@ -1,23 +1,13 @@
 """Autoload through the torch.backends entry point, and the fork rule."""
 
-import os
 import subprocess
 import sys
-import textwrap
 
-
-def _run(code: str, **env) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **env},
-    )
+from conftest import run_python
 
 
 def test_import_torch_alone_loads_emu():
-    r = _run(
+    r = run_python(
         """
         import torch
         x = torch.randn(4, device="emu")
@@ -29,7 +19,7 @@ def test_import_torch_alone_loads_emu():
 
 
 def test_autoload_can_be_turned_off():
-    r = _run(
+    r = run_python(
         """
         import torch
         print(hasattr(torch, "emu"))
@@ -43,7 +33,7 @@ def test_autoload_can_be_turned_off():
 
 
 def test_lazy_initialisation():
-    r = _run(
+    r = run_python(
         """
         import torch
         torch.manual_seed(0)          # queued, does not start the device
@@ -57,7 +47,7 @@ def test_lazy_initialisation():
 
 
 def test_device_count_and_memory_are_configurable():
-    r = _run(
+    r = run_python(
         """
         import torch
         print(torch.emu.device_count(), torch.emu.get_device_properties(2).total_memory)
@@ -74,7 +64,7 @@ def test_device_count_and_memory_are_configurable():
 
 
 def test_bad_configuration_is_a_clear_error():
-    r = _run(
+    r = run_python(
         """
         import torch
         print(torch.emu.is_available())
@@ -90,7 +80,7 @@ def test_bad_configuration_is_a_clear_error():
 
 
 def test_forked_child_gets_a_clear_error():
-    r = _run(
+    r = run_python(
         """
         import os, torch
         x = torch.ones(2, device="emu")
@@ -110,7 +100,7 @@ def test_forked_child_gets_a_clear_error():
 
 
 def test_fork_before_first_use_is_fine():
-    r = _run(
+    r = run_python(
         """
         import os, torch
         # Asking about the devices does not start them (like CUDA's NVML path).
@@ -127,7 +117,7 @@ def test_fork_before_first_use_is_fine():
 
 
 def test_strict_mode_faults_on_host_access():
-    r = _run(
+    r = run_python(
         """
         import ctypes, torch
         x = torch.ones(1024, device="emu")
@@ -144,7 +134,7 @@ def test_strict_mode_faults_on_host_access():
 
 def test_importing_torch_emu_first_works():
     # torch_emu's own `import torch` autoloads torch_emu while it is half imported.
-    r = _run("import torch_emu, torch\nprint(torch.ones(2, device='emu').device)")
+    r = run_python("import torch_emu, torch\nprint(torch.ones(2, device='emu').device)")
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["emu:0"]
 

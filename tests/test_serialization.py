@@ -3,16 +3,13 @@ storages, modules, optimizer state, the format tag kept in the tensor's
 BackendMeta (save/load, clone, deepcopy), and safetensors."""
 
 import copy
-import os
-import subprocess
-import sys
-import textwrap
 import warnings
 
 import pytest
 import torch
 
 import torch_emu
+from conftest import run_python
 
 pytestmark = pytest.mark.usefixtures("baseline_memory")
 
@@ -21,16 +18,6 @@ def _roundtrip(obj, tmp_path, **load_kwargs):
     path = tmp_path / "ckpt.pt"
     torch.save(obj, path)
     return torch.load(path, **load_kwargs)
-
-
-def _run(code: str, **env) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **env},
-    )
 
 
 # --- torch.save / torch.load -------------------------------------------------
@@ -186,7 +173,7 @@ def test_checkpoint_from_emu1_in_a_one_device_process(tmp_path):
         z = torch.load({str(path)!r}, map_location="cpu")
         print("CPU:", z.device, z.tolist())
     """
-    r = _run(code, TORCH_EMU_DEVICE_COUNT="1")
+    r = run_python(code, TORCH_EMU_DEVICE_COUNT="1")
     assert r.returncode == 0, r.stderr
     assert "ERROR: Attempting to deserialize object on EMU device 1 but torch.emu.device_count() is 1" in r.stdout
     assert "MAPPED: emu:0 [0.0, 1.0, 2.0, 3.0] 7" in r.stdout
@@ -344,7 +331,7 @@ def test_safetensors_bad_device(tmp_path):
 def test_safetensors_imported_before_torch(tmp_path):
     pytest.importorskip("safetensors")
     path = tmp_path / "t.safetensors"
-    r = _run(
+    r = run_python(
         f"""
         import safetensors, safetensors.torch  # before torch_emu is loaded
         import torch

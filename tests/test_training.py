@@ -6,19 +6,25 @@ import pytest
 import torch
 
 
+def _fit(opt, compute_loss, steps):
+    """``steps`` optimizer steps on the loss ``compute_loss()``; the losses."""
+    losses = []
+    for _ in range(steps):
+        loss = compute_loss()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
 def _train(device, steps, seed=0):
     torch.manual_seed(seed)
     model = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.GELU(), torch.nn.Linear(64, 3)).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     data = torch.randn(128, 16, generator=torch.Generator().manual_seed(seed)).to(device)
     target = (data[:, :3] * 2).to(device)
-    losses = []
-    for _ in range(steps):
-        loss = torch.nn.functional.mse_loss(model(data), target)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
+    losses = _fit(opt, lambda: torch.nn.functional.mse_loss(model(data), target), steps)
     return losses, model
 
 
@@ -85,14 +91,7 @@ def _train_cnn(device, steps=15):
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     g = torch.Generator().manual_seed(1)
     x, y = torch.randn(16, 1, 12, 12, generator=g).to(device), torch.randint(0, 10, (16,), generator=g).to(device)
-    losses = []
-    for _ in range(steps):
-        loss = torch.nn.functional.cross_entropy(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    return losses
+    return _fit(opt, lambda: torch.nn.functional.cross_entropy(model(x), y), steps)
 
 
 def test_cnn_training_matches_cpu():

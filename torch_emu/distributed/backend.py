@@ -25,6 +25,7 @@ backend is a subclass of ``torch.distributed.ProcessGroup``, which
 from __future__ import annotations
 
 import threading
+import time
 from datetime import timedelta
 from typing import Any, Callable, Optional, Sequence
 
@@ -38,6 +39,7 @@ from .. import _C
 __all__ = ["BACKEND_NAME", "EmuGlooProcessGroup", "create_emu_gloo_process_group"]
 
 BACKEND_NAME = "emu_gloo"
+_RUNLOOP_DRAIN_SECONDS = 0.1
 _EMU = "emu"
 
 
@@ -263,28 +265,26 @@ class EmuGlooProcessGroup(dist.ProcessGroup):
     # -- collectives --------------------------------------------------------
 
     # LITERALINCLUDE START: DIST_ALLREDUCE
-    def allreduce(self, tensors, opts=None):
-        opts = opts or dist.AllreduceOptions()
-        s = _Staging(self, "allreduce")
+    def _allreduce(self, op: str, options, gloo_fn, tensors, opts):
+        """allreduce and allreduce_coalesced: ``gloo_fn`` reduces the host
+        views of ``tensors``; ``options`` is the class of its options."""
+        opts = opts or options()
+        s = _Staging(self, op)
         host = s.hosts(tensors, output=True)
-        gloo_op, avg = self._reduce_op("allreduce", opts.reduceOp, tensors)
-        gopts = dist.AllreduceOptions()
+        gloo_op, avg = self._reduce_op(op, opts.reduceOp, tensors)
+        gopts = options()
         gopts.reduceOp = gloo_op
         gopts.timeout = opts.timeout
-        work = self._gloo.allreduce(host, gopts)
+        work = gloo_fn(host, gopts)
         return self._work(work, list(tensors), s, list(tensors) if avg else None)
+
+    def allreduce(self, tensors, opts=None):
+        return self._allreduce("allreduce", dist.AllreduceOptions, self._gloo.allreduce, tensors, opts)
     # LITERALINCLUDE END: DIST_ALLREDUCE
 
     def allreduce_coalesced(self, tensors, opts=None):
-        opts = opts or dist.AllreduceCoalescedOptions()
-        s = _Staging(self, "allreduce_coalesced")
-        host = s.hosts(tensors, output=True)
-        gloo_op, avg = self._reduce_op("allreduce_coalesced", opts.reduceOp, tensors)
-        gopts = dist.AllreduceCoalescedOptions()
-        gopts.reduceOp = gloo_op
-        gopts.timeout = opts.timeout
-        work = self._gloo.allreduce_coalesced(host, gopts)
-        return self._work(work, list(tensors), s, list(tensors) if avg else None)
+        return self._allreduce("allreduce_coalesced", dist.AllreduceCoalescedOptions,
+                               self._gloo.allreduce_coalesced, tensors, opts)
 
     def broadcast(self, tensors, opts=None):
         opts = opts or dist.BroadcastOptions()
@@ -306,21 +306,22 @@ class EmuGlooProcessGroup(dist.ProcessGroup):
         avg_over = list(tensors) if avg and self.rank() == opts.rootRank else None
         return self._work(work, list(tensors), s, avg_over)
 
+    def _gather_lists(self, op: str, gloo_fn, output_lists, inputs, opts):
+        """allgather, allgather_coalesced and gather: ``gloo_fn`` fills the
+        host views of ``output_lists`` (lists of tensors) from those of ``inputs``."""
+        s = _Staging(self, op)
+        host_in = s.hosts(inputs, output=False)
+        host_out = [s.hosts(lst, output=True) for lst in output_lists]
+        work = gloo_fn(host_out, host_in, opts)
+        return self._work(work, [t for lst in output_lists for t in lst], s)
+
     def allgather(self, output_tensors, input_tensors, opts=None):
-        opts = opts or dist.AllgatherOptions()
-        s = _Staging(self, "allgather")
-        host_in = s.hosts(input_tensors, output=False)
-        host_out = [s.hosts(lst, output=True) for lst in output_tensors]
-        work = self._gloo.allgather(host_out, host_in, opts)
-        return self._work(work, [t for lst in output_tensors for t in lst], s)
+        return self._gather_lists("allgather", self._gloo.allgather, output_tensors, input_tensors,
+                                  opts or dist.AllgatherOptions())
 
     def allgather_coalesced(self, output_lists, input_list, opts=None):
-        opts = opts or dist.AllgatherOptions()
-        s = _Staging(self, "allgather_coalesced")
-        host_in = s.hosts(input_list, output=False)
-        host_out = [s.hosts(lst, output=True) for lst in output_lists]
-        work = self._gloo.allgather_coalesced(host_out, host_in, opts)
-        return self._work(work, [t for lst in output_lists for t in lst], s)
+        return self._gather_lists("allgather_coalesced", self._gloo.allgather_coalesced, output_lists,
+                                  input_list, opts or dist.AllgatherOptions())
 
     def all_gather_single(self, output, input, opts=None):
         opts = opts or dist.AllgatherOptions()
@@ -344,20 +345,22 @@ class EmuGlooProcessGroup(dist.ProcessGroup):
     allgather_into_tensor_coalesced = all_gather_single_coalesced
 
     def gather(self, output_tensors, input_tensors, opts=None):
-        opts = opts or dist.GatherOptions()
-        s = _Staging(self, "gather")
-        host_in = s.hosts(input_tensors, output=False)
-        host_out = [s.hosts(lst, output=True) for lst in output_tensors]
-        work = self._gloo.gather(host_out, host_in, opts)
-        return self._work(work, [t for lst in output_tensors for t in lst], s)
+        return self._gather_lists("gather", self._gloo.gather, output_tensors, input_tensors,
+                                  opts or dist.GatherOptions())
+
+    def _scatter_lists(self, op: str, gloo_fn, outputs, input_lists, opts, avg: bool = False):
+        """scatter and reduce_scatter: ``gloo_fn`` fills the host views of
+        ``outputs`` from those of ``input_lists`` (lists of tensors); ``avg``:
+        divide the outputs by the group size on completion."""
+        s = _Staging(self, op)
+        host_out = s.hosts(outputs, output=True)
+        host_in = [s.hosts(lst, output=False) for lst in input_lists]
+        work = gloo_fn(host_out, host_in, opts)
+        return self._work(work, list(outputs), s, list(outputs) if avg else None)
 
     def scatter(self, output_tensors, input_tensors, opts=None):
-        opts = opts or dist.ScatterOptions()
-        s = _Staging(self, "scatter")
-        host_out = s.hosts(output_tensors, output=True)
-        host_in = [s.hosts(lst, output=False) for lst in input_tensors]
-        work = self._gloo.scatter(host_out, host_in, opts)
-        return self._work(work, list(output_tensors), s)
+        return self._scatter_lists("scatter", self._gloo.scatter, output_tensors, input_tensors,
+                                   opts or dist.ScatterOptions())
 
     def _rs_opts(self, op: str, opts, tensors):
         opts = opts or dist.ReduceScatterOptions()
@@ -368,12 +371,9 @@ class EmuGlooProcessGroup(dist.ProcessGroup):
         return gopts, avg
 
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
-        s = _Staging(self, "reduce_scatter")
         gopts, avg = self._rs_opts("reduce_scatter", opts, output_tensors)
-        host_out = s.hosts(output_tensors, output=True)
-        host_in = [s.hosts(lst, output=False) for lst in input_tensors]
-        work = self._gloo.reduce_scatter(host_out, host_in, gopts)
-        return self._work(work, list(output_tensors), s, list(output_tensors) if avg else None)
+        return self._scatter_lists("reduce_scatter", self._gloo.reduce_scatter, output_tensors,
+                                   input_tensors, gopts, avg)
 
     def reduce_scatter_single(self, output, input, opts=None):
         s = _Staging(self, "reduce_scatter_tensor")
@@ -441,6 +441,13 @@ class EmuGlooProcessGroup(dist.ProcessGroup):
 
     def shutdown(self) -> None:
         self._gloo.shutdown()
+        # Gloo's run-loop threads release a finished collective's tensors just
+        # after its future completes. Those tensors were created from Python,
+        # so releasing them takes the GIL; if that races with interpreter
+        # finalisation the thread is torn down inside a destructor and the
+        # process aborts ("terminate called without an active exception").
+        # destroy_process_group() calls this: give the run loops that moment.
+        time.sleep(_RUNLOOP_DRAIN_SECONDS)
 
 
 class _RecvAnyWork(_EmuWork):
