@@ -121,6 +121,13 @@ def _get_device_index(device: Any, optional: bool = True) -> int:
     return device
 
 
+def _initialized_device_index(device: Any) -> int:
+    """Starts emu if needed and resolves ``device`` to an index (for the
+    memory, stream and random modules)."""
+    _lazy_init()
+    return _get_device_index(device)
+
+
 def current_device() -> int:
     """Index of the current emu device of this thread."""
     _lazy_init()

@@ -6,6 +6,8 @@ from typing import Any
 
 import torch
 
+from . import _initialized_device_index  # defined before this module is imported
+
 __all__ = [
     "memory_stats",
     "memory_allocated",
@@ -20,45 +22,38 @@ __all__ = [
 ]
 
 
-def _index(device: Any) -> int:
-    from . import _get_device_index, _lazy_init
-
-    _lazy_init()
-    return _get_device_index(device)
-
-
 # LITERALINCLUDE START: PY_MEMORY
 def memory_stats(device: Any = None) -> "OrderedDict[str, Any]":
     """Allocator statistics of ``device``, keyed like ``torch.cuda.memory_stats``
     (``allocated_bytes.all.current``, ``num_ooms``...)."""
-    return torch.accelerator.memory.memory_stats(_index(device))
+    return torch.accelerator.memory.memory_stats(_initialized_device_index(device))
 
 
 def memory_allocated(device: Any = None) -> int:
     """Bytes occupied by tensors on ``device``."""
-    return torch.accelerator.memory.memory_allocated(_index(device))
+    return torch.accelerator.memory.memory_allocated(_initialized_device_index(device))
 # LITERALINCLUDE END: PY_MEMORY
 
 
 def max_memory_allocated(device: Any = None) -> int:
-    return torch.accelerator.memory.max_memory_allocated(_index(device))
+    return torch.accelerator.memory.max_memory_allocated(_initialized_device_index(device))
 
 
 def memory_reserved(device: Any = None) -> int:
     """Bytes held by the caching allocator (in use or cached) on ``device``."""
-    return torch.accelerator.memory.memory_reserved(_index(device))
+    return torch.accelerator.memory.memory_reserved(_initialized_device_index(device))
 
 
 def max_memory_reserved(device: Any = None) -> int:
-    return torch.accelerator.memory.max_memory_reserved(_index(device))
+    return torch.accelerator.memory.max_memory_reserved(_initialized_device_index(device))
 
 
 def reset_peak_memory_stats(device: Any = None) -> None:
-    torch.accelerator.memory.reset_peak_memory_stats(_index(device))
+    torch.accelerator.memory.reset_peak_memory_stats(_initialized_device_index(device))
 
 
 def reset_accumulated_memory_stats(device: Any = None) -> None:
-    torch.accelerator.memory.reset_accumulated_memory_stats(_index(device))
+    torch.accelerator.memory.reset_accumulated_memory_stats(_initialized_device_index(device))
 
 
 def empty_cache() -> None:
@@ -71,7 +66,7 @@ def empty_cache() -> None:
 
 def mem_get_info(device: Any = None) -> tuple[int, int]:
     """(free, total) bytes of the device itself, as the driver sees them."""
-    return torch.accelerator.memory.get_memory_info(_index(device))
+    return torch.accelerator.memory.get_memory_info(_initialized_device_index(device))
 
 
 def _format_bytes(n: int) -> str:
@@ -85,7 +80,7 @@ def _format_bytes(n: int) -> str:
 def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
     """A human-readable table of :func:`memory_stats`, like
     ``torch.cuda.memory_summary``: current, peak, allocated and freed totals."""
-    index = _index(device)
+    index = _initialized_device_index(device)
     stats = memory_stats(index)
     rows = [
         ("Allocated memory", "allocated_bytes", _format_bytes),

@@ -21,10 +21,9 @@ __all__ = [
 
 
 def _generator(device: Any = None) -> torch.Generator:
-    from . import _get_device_index, _lazy_init
+    from . import _initialized_device_index
 
-    _lazy_init()
-    return _C._default_generator(_get_device_index(device))
+    return _C._default_generator(_initialized_device_index(device))
 
 
 def _device_indices() -> range:

@@ -5,6 +5,8 @@ from typing import Any, Optional
 
 import torch
 
+from . import _initialized_device_index  # defined before this module is imported
+
 from .. import _C
 
 __all__ = [
@@ -18,13 +20,6 @@ __all__ = [
 ]
 
 
-def _device_index(device: Any) -> int:
-    from . import _get_device_index, _lazy_init
-
-    _lazy_init()
-    return _get_device_index(device)
-
-
 # LITERALINCLUDE START: PY_STREAM
 class Stream(torch.Stream):
     """An emu stream: work on it runs in order on its own worker. ``priority``
@@ -33,7 +28,7 @@ class Stream(torch.Stream):
     def __new__(cls, device: Any = None, priority: int = 0, **kwargs):
         if kwargs:  # wrapping an existing stream (stream_id/device_index/device_type)
             return super().__new__(cls, priority=priority, **kwargs)
-        index = _device_index(device)
+        index = _initialized_device_index(device)
         return super().__new__(cls, device=torch.device("emu", index), priority=priority)
 
     @property
@@ -71,12 +66,12 @@ def _wrap(raw: torch.Stream) -> Stream:
 
 def current_stream(device: Any = None) -> Stream:
     """The stream work on ``device`` (default: current device) goes to."""
-    return _wrap(torch._C._accelerator_getStream(_device_index(device)))
+    return _wrap(torch._C._accelerator_getStream(_initialized_device_index(device)))
 
 
 def default_stream(device: Any = None) -> Stream:
     """The default stream (id 0) of ``device``."""
-    index = _device_index(device)
+    index = _initialized_device_index(device)
     return Stream(stream_id=0, device_index=index, device_type=current_stream(index).device_type)
 
 
