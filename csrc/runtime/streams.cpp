@@ -200,7 +200,7 @@ void wait_for_version(emuEvent* e, uint64_t v) {
 // copies between disjoint ranges are split across the machine's cores (a few
 // tens of microseconds of thread start-up against milliseconds of copying).
 void move_bytes(void* dst, const void* src, size_t n) {
-  constexpr size_t kParallelFrom = 8u << 20;
+  constexpr size_t kParallelFrom = 2u << 20;
   const auto d = reinterpret_cast<uintptr_t>(dst);
   const auto s = reinterpret_cast<uintptr_t>(src);
   const bool disjoint = d + n <= s || s + n <= d;
