@@ -228,3 +228,27 @@ def test_convolutions_forward_and_backward_match_cpu(make, baseline_memory):
     if conv.bias is not None:
         torch.testing.assert_close(conv_emu.bias.grad.cpu(), conv.bias.grad)
     del conv_emu, x_emu, out
+
+
+def test_conjugate_and_negative_views_copy_without_recursion():
+    y = torch.randn(3, dtype=torch.cfloat)
+    e = emu(y)
+    assert torch.equal(e.conj().clone().cpu(), y.conj().clone())
+    assert torch.equal(e.conj().resolve_conj().cpu(), y.conj().resolve_conj())
+    assert torch.equal(torch.fft.ifft(e).cpu(), torch.fft.ifft(y))
+    other = torch.empty(3, dtype=torch.cfloat, device="emu:1")
+    other.copy_(e.conj())  # peer copy of a conjugate view
+    assert torch.equal(other.cpu(), y.conj())
+    x = torch.randn(4)
+    assert torch.equal(emu(x).neg().resolve_neg().cpu(), -x)
+
+
+def test_zero_tensors_stay_zero_tensors():
+    z = torch._efficientzerotensor(3, device="emu")
+    assert z._is_zerotensor() and z.device.type == "emu"
+    assert z.cpu().tolist() == [0.0, 0.0, 0.0]
+    x = torch.randn(4, requires_grad=True)
+    xe = emu(x.detach()).requires_grad_()
+    torch.sgn(x).sum().backward()
+    torch.sgn(xe).sum().backward()  # sgn's backward for real input is a ZeroTensor
+    assert torch.equal(xe.grad.cpu(), x.grad)

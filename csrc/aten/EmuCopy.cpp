@@ -4,6 +4,7 @@
 #include <ATen/core/CachingHostAllocator.h>
 #include <ATen/ops/empty.h>
 #include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
 
 #include "aten/EmuHostAlias.h"
 #include "aten/EmuOps.h"
@@ -153,3 +154,19 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
 // LITERALINCLUDE END: COPY_FROM
 
 } // namespace torch_emu
+
+// LITERALINCLUDE START: COPY_CONJ_NEG
+// copy_from handles conjugate and negative views itself (the kernel's aliases
+// carry the bits to CPU's copy_). Without these fallthroughs the Conjugate
+// and Negative fallbacks would first materialise the source with clone(),
+// whose copy_ comes back here with the same bits: endless recursion.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+// LITERALINCLUDE END: COPY_CONJ_NEG

@@ -18,7 +18,10 @@ void copy_view_bits(const at::Tensor& from, c10::TensorImpl* to) {
 }
 
 at::Tensor tensor_on(c10::Storage storage, c10::DispatchKey key, const at::Tensor& like) {
-  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(key), like.dtype());
+  // A ZeroTensor (autograd's storage-less zeros) must stay one on the other
+  // side, or its empty storage would be read as data.
+  const auto zero = like.key_set() & c10::DispatchKeySet(c10::DispatchKey::ZeroTensor);
+  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(key) | zero, like.dtype());
   copy_view_bits(like, impl.get());
   return at::Tensor(std::move(impl));
 }
