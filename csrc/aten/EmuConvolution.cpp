@@ -14,10 +14,6 @@
 namespace torch_emu {
 namespace {
 
-std::optional<at::Tensor> alias_optional(HostAliases& aliases, const std::optional<at::Tensor>& t) {
-  return t.has_value() && t->defined() ? std::optional<at::Tensor>(aliases.alias(*t)) : std::nullopt;
-}
-
 // LITERALINCLUDE START: OP_CONVOLUTION
 at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& weight,
                                     const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
@@ -26,7 +22,7 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
   const c10::DeviceGuard guard(input.device());
   HostAliases aliases;
   const at::Tensor x = aliases.alias(input), w = aliases.alias(weight);
-  const std::optional<at::Tensor> b = alias_optional(aliases, bias);
+  const std::optional<at::Tensor> b = aliases.alias(bias);
   at::Tensor out;
   launch_kernel(current_stream(input.device().index()), [&] {
     out = at::convolution(x, w, b, stride, padding, dilation, transposed, output_padding, groups);

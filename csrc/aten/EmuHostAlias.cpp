@@ -3,7 +3,6 @@
 #include <c10/core/CPUAllocator.h>
 
 #include "core/EmuDeviceAllocator.h"
-#include "runtime/emu_runtime.h"
 
 namespace torch_emu {
 namespace {
@@ -24,11 +23,6 @@ at::Tensor tensor_on(c10::Storage storage, c10::DispatchKey key, const at::Tenso
   auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(key) | zero, like.dtype());
   copy_view_bits(like, impl.get());
   return at::Tensor(std::move(impl));
-}
-
-bool is_device_memory(const void* ptr) {
-  emuPointerAttributes attr{};
-  return emuPointerGetAttributes(&attr, ptr) == emuSuccess && attr.type == emuMemoryTypeDevice;
 }
 
 } // namespace
@@ -56,6 +50,10 @@ at::Tensor HostAliases::alias(const at::Tensor& emu) {
 }
 // LITERALINCLUDE END: HOST_ALIAS
 
+std::optional<at::Tensor> HostAliases::alias(const std::optional<at::Tensor>& emu) {
+  return emu.has_value() && emu->defined() ? std::optional<at::Tensor>(alias(*emu)) : std::nullopt;
+}
+
 // LITERALINCLUDE START: HOST_ALIAS_OUTPUTS
 at::Tensor HostAliases::to_emu(const at::Tensor& cpu, c10::DeviceIndex device) {
   if (!cpu.defined() || !cpu.is_cpu()) {
@@ -72,7 +70,7 @@ at::Tensor HostAliases::to_emu(const at::Tensor& cpu, c10::DeviceIndex device) {
       return tensor_on(p.emu, c10::DispatchKey::PrivateUse1, cpu); // a view of an input
     }
   }
-  if (cpu_storage->data() == nullptr || is_device_memory(cpu_storage->data())) {
+  if (cpu_storage->data() == nullptr || is_device_ptr(cpu_storage->data())) {
     // Allocated inside the kernel: take the memory over as an emu storage.
     c10::DataPtr data = cpu_storage->set_data_ptr(c10::DataPtr(nullptr, c10::Device(c10::DeviceType::CPU)));
     data.unsafe_set_device(c10::Device(c10::DeviceType::PrivateUse1, device));

@@ -14,6 +14,8 @@ class HostAliases {
  public:
   // A CPU tensor viewing the same memory, sizes, strides and bits as `emu`.
   at::Tensor alias(const at::Tensor& emu);
+  // The same for an optional argument (bias...): nullopt stays nullopt.
+  std::optional<at::Tensor> alias(const std::optional<at::Tensor>& emu);
 
   // After the kernel: a CPU tensor the kernel returned, as an emu tensor of
   // `device`. An input alias maps back to its emu tensor, a view of an input

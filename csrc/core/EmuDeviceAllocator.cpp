@@ -486,6 +486,11 @@ std::pair<size_t, size_t> EmuDeviceAllocator::getMemoryInfo(c10::DeviceIndex dev
 }
 
 // LITERALINCLUDE START: DEVICE_ALLOCATOR_REGISTER
+bool is_device_ptr(const void* ptr) {
+  emuPointerAttributes attr{};
+  return emuPointerGetAttributes(&attr, ptr) == emuSuccess && attr.type == emuMemoryTypeDevice;
+}
+
 EmuDeviceAllocator* device_allocator() {
   // Never destroyed: tensors may still be freed after static destructors ran.
   static auto* instance = new EmuDeviceAllocator();

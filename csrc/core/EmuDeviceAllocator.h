@@ -53,4 +53,7 @@ class EmuDeviceAllocator final : public c10::DeviceAllocator {
 // The process-wide instance (also what c10::GetAllocator(PrivateUse1) returns).
 EmuDeviceAllocator* device_allocator();
 
+// Whether `ptr` points into emu device memory (any device, any allocation).
+bool is_device_ptr(const void* ptr);
+
 } // namespace torch_emu

@@ -17,8 +17,7 @@ c10::DeleterFnPtr cpu_raw_deleter = nullptr;
 // Kernels also use raw_allocate/raw_deallocate for scratch space; a raw
 // pointer is freed by whichever allocator it came from.
 void raw_delete(void* ptr) {
-  emuPointerAttributes attr{};
-  if (emuPointerGetAttributes(&attr, ptr) == emuSuccess && attr.type == emuMemoryTypeDevice) {
+  if (is_device_ptr(ptr)) {
     device_allocator()->raw_deleter()(ptr);
   } else {
     cpu_raw_deleter(ptr);

@@ -34,8 +34,7 @@ at::Tensor fused_linear_relu_emu(const at::Tensor& x, const at::Tensor& weight,
   HostAliases aliases;
   const at::Tensor x_host = aliases.alias(x);
   const at::Tensor w_host = aliases.alias(weight);
-  const std::optional<at::Tensor> b_host =
-      bias.has_value() && bias->defined() ? std::optional<at::Tensor>(aliases.alias(*bias)) : std::nullopt;
+  const std::optional<at::Tensor> b_host = aliases.alias(bias);
   at::Tensor out_host;
   launch_kernel(current_stream(x.device().index()),
                 [&] { out_host = fused_linear_relu_cpu(x_host, w_host, b_host); });
