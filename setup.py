@@ -4,6 +4,7 @@ bindings (csrc/python) in one optimised, parallel (ninja) extension."""
 
 import glob
 import os
+import platform
 
 from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, CppExtension
@@ -16,13 +17,24 @@ sources = sorted(
     os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "csrc", "**", "*.cpp"), recursive=True)
 )
 
+# DispatchStub.h's inline CPU-kernel lookup takes one argument per CPU
+# capability libtorch was built with; x86-64 wheels have AVX2 and AVX512 (see
+# csrc/aten/kernels/EmuCpuStubs.cpp). A mismatch fails at import with an
+# undefined DispatchStubImpl symbol, never silently.
+STUB_CAPABILITIES = (
+    ["-DHAVE_AVX512_CPU_DEFINITION", "-DHAVE_AVX2_CPU_DEFINITION"]
+    if platform.machine() in ("x86_64", "AMD64")
+    else []
+)
+
 setup(
     ext_modules=[
         CppExtension(
             name="torch_emu._C",
             sources=sources,
             include_dirs=[os.path.join(ROOT, "csrc")],
-            extra_compile_args=["-O2", "-g0", "-Wno-unused-parameter", "-Wno-interference-size"],
+            extra_compile_args=["-O2", "-g0", "-Wno-unused-parameter", "-Wno-interference-size"]
+            + STUB_CAPABILITIES,
             extra_link_args=["-Wl,--no-as-needed"],
         )
     ],

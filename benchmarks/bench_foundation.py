@@ -158,11 +158,14 @@ def table(rows: list) -> str:
     return "\n".join(lines)
 
 
-def parse_args(description: str) -> argparse.Namespace:
-    """The command line shared by the benchmarks: --quick and --json PATH."""
+def parse_args(description: str, extra=()) -> argparse.Namespace:
+    """The command line shared by the benchmarks: --quick, --json PATH and the
+    `extra` (flag, help) switches of one benchmark."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--quick", action="store_true", help="few iterations (CI smoke run)")
     parser.add_argument("--json", metavar="PATH", help="also write the results to PATH")
+    for flag, text in extra:
+        parser.add_argument(flag, action="store_true", help=text)
     return parser.parse_args()
 
 

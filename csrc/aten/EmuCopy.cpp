@@ -149,6 +149,15 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
                                         : copy_between_devices(src, dst, non_blocking);
   }
   TORCH_CHECK(src.is_cpu() || dst.is_cpu(), "cannot copy from ", src.device(), " to ", dst.device());
+  if (kernel_device() >= 0) {
+    // Inside a kernel: a native kernel's CPU code copying to or from a host
+    // tensor it made, which lives in device memory there (EmuLaunch.cpp). The
+    // thread running the kernel reaches both sides: copy as CPU does, now.
+    HostAliases aliases;
+    const at::Tensor host_dst = is_emu(dst) ? aliases.alias(dst) : dst;
+    host_dst.copy_(is_emu(src) ? aliases.alias(src) : src);
+    return dst;
+  }
   return copy_with_host(src, dst, non_blocking);
 }
 // LITERALINCLUDE END: COPY_FROM

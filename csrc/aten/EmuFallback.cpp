@@ -186,7 +186,11 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 // reaches the fallback and checks and computes the shape all over again in
 // CPU's kernel. Sending the functional and in-place forms to the fallback
 // directly runs CPU's kernel once; its output is allocated in device memory.
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+//
+// This runs when the extension module initialises, after every static
+// registration of the library: ops with a native emu kernel keep it.
+void route_structured_ops_to_fallback() {
+  static torch::Library m(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
   auto& dispatcher = c10::Dispatcher::singleton();
   for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
     const auto op = dispatcher.findOp(name);

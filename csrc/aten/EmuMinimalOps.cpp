@@ -24,6 +24,8 @@ c10::DeviceIndex device_index_or_current(std::optional<at::Device> device) {
   return device.has_value() && device->has_index() ? device->index() : current_device();
 }
 
+} // namespace
+
 // LITERALINCLUDE START: OP_EMPTY
 at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
                                std::optional<at::Layout> layout, std::optional<at::Device> device,
@@ -44,6 +46,8 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
                                            c10::dtype_or_default(dtype));
 }
 // LITERALINCLUDE END: OP_EMPTY
+
+namespace {
 
 // LITERALINCLUDE START: OP_RESIZE
 const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,

@@ -12,6 +12,7 @@ namespace torch_emu {
 namespace {
 
 thread_local c10::DeviceIndex tls_kernel_device = -1;
+thread_local c10::StreamId tls_kernel_stream = -1;
 c10::DeleterFnPtr cpu_raw_deleter = nullptr;
 
 // Kernels also use raw_allocate/raw_deallocate for scratch space; a raw
@@ -75,12 +76,17 @@ int run_kernel(void* user_data) {
   auto* launch = static_cast<Launch*>(user_data);
   const c10::DeviceIndex device = launch->stream.device_index();
   const c10::DeviceIndex outer_kernel = tls_kernel_device;
+  const c10::StreamId outer_kernel_stream = tls_kernel_stream;
   int outer_device = 0;
   (void)emuGetDevice(&outer_device);
+  const bool switch_device = outer_device != device; // usually the same
   try {
-    EMU_CHECK(emuSetDevice(device));
+    if (switch_device) {
+      EMU_CHECK(emuSetDevice(device));
+    }
     const c10::Stream outer_stream = exchange_stream(launch->stream);
     tls_kernel_device = device;
+    tls_kernel_stream = launch->stream.id();
     try {
       launch->kernel();
     } catch (...) {
@@ -91,7 +97,10 @@ int run_kernel(void* user_data) {
     launch->error = std::current_exception();
   }
   tls_kernel_device = outer_kernel;
-  (void)emuSetDevice(outer_device);
+  tls_kernel_stream = outer_kernel_stream;
+  if (switch_device) {
+    (void)emuSetDevice(outer_device);
+  }
   return launch->error ? 1 : 0;
 }
 // LITERALINCLUDE END: RUN_KERNEL
@@ -100,6 +109,12 @@ int run_kernel(void* user_data) {
 
 // LITERALINCLUDE START: LAUNCH_KERNEL
 void launch_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel) {
+  if (tls_kernel_device == stream.device_index() && tls_kernel_stream == stream.id()) {
+    // Launched by a kernel running on this very stream (a native kernel whose
+    // CPU code calls other ops): it is part of that kernel, run it now.
+    kernel();
+    return;
+  }
   Launch launch{kernel, stream, nullptr};
   emuStream_t native = native_stream(stream);
   const emuError_t launched = emuLaunchKernel(native, &run_kernel, &launch);

@@ -68,10 +68,16 @@ c10::Stream make_stream(c10::DeviceIndex device, c10::StreamId id) {
 } // namespace
 
 c10::DeviceIndex device_count() noexcept {
-  int count = 0;
-  if (emuGetDeviceCount(&count) != emuSuccess) {
-    return 0;
+  // Fixed once the runtime is up; asked on every kernel launch, so remembered.
+  static std::atomic<int> known{-1};
+  int count = known.load(std::memory_order_relaxed);
+  if (count >= 0) {
+    return static_cast<c10::DeviceIndex>(count);
   }
+  if (emuGetDeviceCount(&count) != emuSuccess) {
+    return 0; // not remembered: a later call reports the runtime's error again
+  }
+  known.store(count, std::memory_order_relaxed);
   return static_cast<c10::DeviceIndex>(count);
 }
 
@@ -131,8 +137,11 @@ c10::Stream stream_from_pool(c10::DeviceIndex device, bool high_priority) {
 }
 
 c10::Stream exchange_stream(const c10::Stream& stream) {
-  native_stream(stream); // validates the stream
   const c10::DeviceIndex device = stream.device_index();
+  if (device >= 0 && device < kMaxDevices && tls_current_stream[device] == stream.id()) {
+    return stream; // already current: the common case inside kernel launches
+  }
+  native_stream(stream); // validates the stream
   const c10::Stream previous = make_stream(device, tls_current_stream[device]);
   tls_current_stream[device] = stream.id();
   return previous;

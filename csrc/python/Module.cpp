@@ -6,6 +6,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "aten/EmuFallbackReport.h"
+#include "aten/kernels/EmuNativeKernels.h"
 #include "core/EmuException.h"
 #include "core/EmuGenerator.h"
 #include "core/EmuStream.h"
@@ -45,10 +46,14 @@ at::Tensor host_alias(const at::Tensor& emu) {
 } // namespace
 
 void init_serialization_bindings(pybind11::module& m); // SerializationBindings.cpp
+void init_compile_bindings(pybind11::module& m); // CompileBindings.cpp
 
 // LITERALINCLUDE START: PYTHON_BINDINGS
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torch-emu native extension: runtime, PrivateUse1 integration core and kernels";
+  const bool native_kernels = register_native_kernels();
+  route_structured_ops_to_fallback(); // after every kernel registration
+  m.def("_native_kernels", [native_kernels] { return native_kernels; });
   // Starts the runtime; raises the runtime's error (bad configuration, use
   // after fork) as a Python exception.
   m.def("_init", [] {
@@ -90,6 +95,7 @@ PYBIND11_MODULE(_C, m) {
     return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(default_generator(device)));
   });
   init_serialization_bindings(m);
+  init_compile_bindings(m);
 }
 // LITERALINCLUDE END: PYTHON_BINDINGS
 

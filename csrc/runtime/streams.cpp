@@ -96,9 +96,11 @@ struct emuStream {
   std::deque<Work> queue;
   bool running = false;  // an item executes (on the worker or inline)
   bool stop = false;
-  uint64_t submitted = 0;  // sequence number of the last submitted item
-  uint64_t completed = 0;  // sequence number of the last finished item
-  int failed_rc = 0;       // non-zero: a worker-run kernel failed, not yet reported
+  // Written under `mu`; atomic so that waiting on an idle stream (the common
+  // case: every kernel launch is followed by a wait) takes no lock.
+  std::atomic<uint64_t> submitted{0};  // sequence number of the last submitted item
+  std::atomic<uint64_t> completed{0};  // sequence number of the last finished item
+  std::atomic<int> failed_rc{0};       // non-zero: a worker-run kernel failed, not yet reported
   std::thread worker;
 };
 
@@ -317,6 +319,17 @@ struct Submitted {
 // Hands `w` to stream `s`: runs it right here if the stream is idle (nothing
 // queued, nothing running), else appends it to the queue for the worker.
 emuError_t submit(const char* call, emuStream* s, Work w, bool allow_inline, Submitted* out) {
+  if (allow_inline) {
+    if (const Frame* running = executing_frame(s)) {
+      // Submitted by work this thread is running on `s` (a kernel whose code
+      // copies or launches): it is part of that work and must happen inside
+      // it, in program order, so it runs right here.
+      out->seq = running->seq;
+      out->ran_inline = true;
+      out->rc = run_work(s, w);
+      return emuSuccess;
+    }
+  }
   std::unique_lock<std::mutex> lock(s->mu);
   if (allow_inline && !s->running && s->queue.empty()) {
     w.seq = ++s->submitted;
@@ -356,6 +369,7 @@ emuError_t submit(const char* call, emuStream* s, Work w, bool allow_inline, Sub
 
 // Waits until item `target` of `s` has finished.
 void wait_until_completed(emuStream* s, uint64_t target) {
+  if (s->completed.load(std::memory_order_acquire) >= target) return;
   std::unique_lock<std::mutex> lock(s->mu);
   s->done_cv.wait(lock, [&] { return s->completed >= target; });
 }
@@ -365,20 +379,14 @@ void wait_until_completed(emuStream* s, uint64_t target) {
 // are already done, since items run in order), so there is nothing to wait for.
 void drain(emuStream* s) {
   if (executing_frame(s) != nullptr) return;
-  uint64_t target;
-  {
-    std::lock_guard<std::mutex> lock(s->mu);
-    target = s->submitted;
-  }
-  wait_until_completed(s, target);
+  wait_until_completed(s, s->submitted.load(std::memory_order_acquire));
 }
 
 // Reports (once) a failure of a kernel that ran on the worker.
 emuError_t take_failure(const char* call, emuStream* s) {
-  std::lock_guard<std::mutex> lock(s->mu);
-  if (s->failed_rc == 0) return emuSuccess;
-  const int rc = s->failed_rc;
-  s->failed_rc = 0;
+  if (s->failed_rc.load(std::memory_order_acquire) == 0) return emuSuccess;
+  const int rc = s->failed_rc.exchange(0);
+  if (rc == 0) return emuSuccess;  // another thread reported it
   return set_error(emuErrorLaunchFailure,
                    "%s: a kernel launched earlier on stream %p (emu:%d) failed (it returned %d)",
                    call, static_cast<void*>(s), s->device, rc);
@@ -611,12 +619,6 @@ emuError_t emuMemcpyAsync(void* dst, const void* src, size_t n, emuMemcpyKind ki
   w.dst = dst;
   w.src = src;
   w.bytes = n;
-  if (plan.pageable && executing_frame(stream) != nullptr) {
-    // Called from work running on this very stream: everything before it is
-    // done and the caller expects the copy finished on return, so copy now.
-    copy_bytes(w);
-    return emuSuccess;
-  }
   Submitted submitted;
   if (emuError_t err = submit("emuMemcpyAsync", stream, w, /*allow_inline=*/true, &submitted)) {
     return err;

@@ -1,0 +1,145 @@
+// Native emu kernels: elementwise arithmetic, comparisons, pointwise math and
+// activations (forward and backward). Chosen by profiling the benchmark
+// models (benchmarks/bench_ops.py --profile): these run on every tensor of
+// every training step. See EmuKernel.h for how a kernel is made.
+#include <ATen/ops/add_native.h>
+#include <ATen/ops/addcdiv_native.h>
+#include <ATen/ops/addcmul_native.h>
+#include <ATen/ops/clamp_min_native.h>
+#include <ATen/ops/clamp_native.h>
+#include <ATen/ops/div_native.h>
+#include <ATen/ops/eq_native.h>
+#include <ATen/ops/exp_native.h>
+#include <ATen/ops/ge_native.h>
+#include <ATen/ops/gelu_backward_native.h>
+#include <ATen/ops/gelu_native.h>
+#include <ATen/ops/gt_native.h>
+#include <ATen/ops/le_native.h>
+#include <ATen/ops/lerp_native.h>
+#include <ATen/ops/log_native.h>
+#include <ATen/ops/lt_native.h>
+#include <ATen/ops/maximum_native.h>
+#include <ATen/ops/minimum_native.h>
+#include <ATen/ops/mul_native.h>
+#include <ATen/ops/ne_native.h>
+#include <ATen/ops/neg_native.h>
+#include <ATen/ops/pow_native.h>
+#include <ATen/ops/reciprocal_native.h>
+#include <ATen/ops/relu_native.h>
+#include <ATen/ops/rsqrt_native.h>
+#include <ATen/ops/sigmoid_backward_native.h>
+#include <ATen/ops/sigmoid_native.h>
+#include <ATen/ops/silu_backward_native.h>
+#include <ATen/ops/silu_native.h>
+#include <ATen/ops/sqrt_native.h>
+#include <ATen/ops/sub_native.h>
+#include <ATen/ops/tanh_backward_native.h>
+#include <ATen/ops/tanh_native.h>
+#include <ATen/ops/threshold_backward_native.h>
+#include <ATen/ops/where_native.h>
+#include <ATen/ops/zero_native.h>
+#include <ATen/ScalarOps.h>
+#include <torch/library.h>
+
+#include <cstring>
+
+#include "aten/kernels/EmuKernel.h"
+
+namespace torch_emu {
+namespace {
+
+using namespace at::native;
+using kernel::OnDevice;
+using kernel::Structured;
+
+// The .Scalar overloads of comparisons and mul: the Python number becomes a
+// wrapped-number tensor, as in the ops' own CPU code, but early enough for the
+// kernel to give it the tensor's dtype (else CPU's kernel would need the
+// iterator's conversion, which only a CPU iterator does; see EmuKernel.h).
+template <typename TensorOverload>
+at::Tensor scalar_overload(const at::Tensor& self, const at::Scalar& other) {
+  return Structured<TensorOverload>::functional(self, at::native::wrapped_scalar_tensor(other));
+}
+template <typename TensorOverload>
+at::Tensor& scalar_overload_(at::Tensor& self, const at::Scalar& other) {
+  return Structured<TensorOverload>::inplace(self, at::native::wrapped_scalar_tensor(other));
+}
+
+// zero_ of a dense tensor is a memset, as on CPU (where zero_ does the same
+// for small tensors before falling back to fill_).
+at::Tensor& zero_(at::Tensor& self) {
+  if (!self.is_non_overlapping_and_dense()) {
+    return at::native::zero_(self);
+  }
+  kernel::run_on(kernel::common_device(self), [&] { std::memset(self.data_ptr(), 0, self.nbytes()); });
+  return self;
+}
+
+// LITERALINCLUDE START: ELEMENTWISE_REGISTER
+// Registers the functional and in-place forms of a structured op.
+#define EMU_STRUCTURED(m, name, overload, cls)             \
+  m.impl(name overload, TORCH_FN(Structured<cls>::functional)); \
+  m.impl(name "_" overload, TORCH_FN(Structured<cls>::inplace))
+#define EMU_SCALAR_OVERLOAD(m, name, cls)                      \
+  m.impl(name ".Scalar", TORCH_FN(scalar_overload<cls>)); \
+  m.impl(name "_.Scalar", TORCH_FN(scalar_overload_<cls>))
+
+} // namespace
+
+void register_elementwise_kernels(torch::Library& m) {
+  EMU_STRUCTURED(m, "add", ".Tensor", structured_ufunc_add_CPU);
+  EMU_STRUCTURED(m, "sub", ".Tensor", structured_sub_out);
+  EMU_STRUCTURED(m, "mul", ".Tensor", structured_mul_out);
+  EMU_SCALAR_OVERLOAD(m, "mul", structured_mul_out);
+  EMU_STRUCTURED(m, "div", ".Tensor", structured_div_out);
+  EMU_STRUCTURED(m, "div", ".Tensor_mode", structured_div_out_mode);
+  m.impl("pow.Tensor_Scalar", TORCH_FN(Structured<structured_pow_Tensor_Scalar_out>::functional));
+  m.impl("pow_.Scalar", TORCH_FN(Structured<structured_pow_Tensor_Scalar_out>::inplace));
+  m.impl("pow.Tensor_Tensor", TORCH_FN(Structured<structured_pow_Tensor_Tensor_out>::functional));
+  m.impl("pow_.Tensor", TORCH_FN(Structured<structured_pow_Tensor_Tensor_out>::inplace));
+  m.impl("maximum", TORCH_FN(Structured<structured_maximum_out>::functional));
+  m.impl("minimum", TORCH_FN(Structured<structured_minimum_out>::functional));
+  EMU_STRUCTURED(m, "addcmul", "", structured_addcmul_out);
+  EMU_STRUCTURED(m, "addcdiv", "", structured_addcdiv_out);
+  EMU_STRUCTURED(m, "lerp", ".Scalar", structured_lerp_Scalar);
+  EMU_STRUCTURED(m, "lerp", ".Tensor", structured_lerp_Tensor);
+  EMU_STRUCTURED(m, "clamp", "", structured_clamp_out);
+  EMU_STRUCTURED(m, "clamp_min", "", structured_clamp_min_out);
+  EMU_STRUCTURED(m, "eq", ".Tensor", structured_eq_Tensor_out);
+  EMU_SCALAR_OVERLOAD(m, "eq", structured_eq_Tensor_out);
+  EMU_STRUCTURED(m, "ne", ".Tensor", structured_ne_Tensor_out);
+  EMU_SCALAR_OVERLOAD(m, "ne", structured_ne_Tensor_out);
+  EMU_STRUCTURED(m, "lt", ".Tensor", structured_lt_Tensor_out);
+  EMU_SCALAR_OVERLOAD(m, "lt", structured_lt_Tensor_out);
+  EMU_STRUCTURED(m, "le", ".Tensor", structured_le_Tensor_out);
+  EMU_SCALAR_OVERLOAD(m, "le", structured_le_Tensor_out);
+  EMU_STRUCTURED(m, "gt", ".Tensor", structured_gt_Tensor_out);
+  EMU_SCALAR_OVERLOAD(m, "gt", structured_gt_Tensor_out);
+  EMU_STRUCTURED(m, "ge", ".Tensor", structured_ge_Tensor_out);
+  EMU_SCALAR_OVERLOAD(m, "ge", structured_ge_Tensor_out);
+  EMU_STRUCTURED(m, "sqrt", "", structured_sqrt_out);
+  EMU_STRUCTURED(m, "rsqrt", "", structured_rsqrt_out);
+  EMU_STRUCTURED(m, "exp", "", structured_exp_out);
+  EMU_STRUCTURED(m, "log", "", structured_log_out);
+  EMU_STRUCTURED(m, "neg", "", structured_neg_out);
+  EMU_STRUCTURED(m, "reciprocal", "", structured_reciprocal_out);
+  EMU_STRUCTURED(m, "sigmoid", "", structured_sigmoid_out);
+  EMU_STRUCTURED(m, "tanh", "", structured_tanh_out);
+  EMU_STRUCTURED(m, "silu", "", structured_silu_out);
+  EMU_STRUCTURED(m, "gelu", "", structured_gelu_out_cpu);
+  m.impl("sigmoid_backward", TORCH_FN(Structured<structured_sigmoid_backward_out>::functional));
+  m.impl("tanh_backward", TORCH_FN(Structured<structured_tanh_backward_out>::functional));
+  m.impl("silu_backward", TORCH_FN(Structured<structured_silu_backward_out>::functional));
+  m.impl("gelu_backward", TORCH_FN(Structured<structured_gelu_backward_out_cpu>::functional));
+  m.impl("threshold_backward", TORCH_FN(Structured<structured_threshold_backward_out>::functional));
+  // Device-generic functions that only call other (native) ops.
+  m.impl("relu", TORCH_FN(relu));
+  m.impl("relu_", TORCH_FN(relu_));
+  m.impl("zero_", TORCH_FN(torch_emu::zero_));
+  m.impl("where.self", TORCH_FN(static_cast<at::Tensor (*)(const at::Tensor&, const at::Tensor&,
+                                                           const at::Tensor&)>(where)));
+  m.impl("where.self_out", TORCH_FN(OnDevice<&where_self_out>::call));
+}
+// LITERALINCLUDE END: ELEMENTWISE_REGISTER
+
+} // namespace torch_emu

@@ -1,0 +1,62 @@
+// Native emu kernels: the _foreach_* ops PyTorch's optimizers use by default
+// on accelerators (Adam, AdamW, SGD with foreach=True) and gradient clipping.
+// CPU's per-tensor loops run as one launch; the per-tensor ops they call are
+// native emu kernels that run inside it.
+#include <ATen/ops/_foreach_add_native.h>
+#include <ATen/ops/_foreach_addcdiv_native.h>
+#include <ATen/ops/_foreach_addcmul_native.h>
+#include <ATen/ops/_foreach_div_native.h>
+#include <ATen/ops/_foreach_lerp_native.h>
+#include <ATen/ops/_foreach_mul_native.h>
+#include <ATen/ops/_foreach_norm_native.h>
+#include <ATen/ops/_foreach_sqrt_native.h>
+#include <ATen/ops/_foreach_sub_native.h>
+#include <ATen/ops/_foreach_zero_native.h>
+#include <torch/library.h>
+
+#include "aten/kernels/EmuKernel.h"
+
+namespace torch_emu {
+namespace {
+
+using namespace at::native;
+using kernel::OnDevice;
+
+// LITERALINCLUDE START: FOREACH_REGISTER
+// _foreach_<op>.<overload> and _foreach_<op>_.<overload> from CPU's kernels.
+#define EMU_FOREACH(m, op, overload, fn)                                  \
+  m.impl("_foreach_" op overload, TORCH_FN(OnDevice<&fn>::call)); \
+  m.impl("_foreach_" op "_" overload, TORCH_FN(OnDevice<&fn##_>::call))
+
+} // namespace
+
+void register_foreach_kernels(torch::Library& m) {
+  EMU_FOREACH(m, "add", ".Scalar", foreach_tensor_add_scalar_kernel_slow);
+  EMU_FOREACH(m, "add", ".List", foreach_tensor_add_list_kernel_slow);
+  EMU_FOREACH(m, "add", ".ScalarList", foreach_tensor_add_scalarlist_kernel_slow);
+  EMU_FOREACH(m, "add", ".Tensor", foreach_tensor_add_tensor_kernel_slow);
+  EMU_FOREACH(m, "sub", ".Scalar", foreach_tensor_sub_scalar_kernel_slow);
+  EMU_FOREACH(m, "sub", ".List", foreach_tensor_sub_list_kernel_slow);
+  EMU_FOREACH(m, "mul", ".Scalar", foreach_tensor_mul_scalar_kernel_slow);
+  EMU_FOREACH(m, "mul", ".List", foreach_tensor_mul_list_kernel_slow);
+  EMU_FOREACH(m, "mul", ".ScalarList", foreach_tensor_mul_scalarlist_kernel_slow);
+  EMU_FOREACH(m, "mul", ".Tensor", foreach_tensor_mul_tensor_kernel_slow);
+  EMU_FOREACH(m, "div", ".Scalar", foreach_tensor_div_scalar_kernel_slow);
+  EMU_FOREACH(m, "div", ".List", foreach_tensor_div_list_kernel_slow);
+  EMU_FOREACH(m, "div", ".ScalarList", foreach_tensor_div_scalarlist_kernel_slow);
+  EMU_FOREACH(m, "div", ".Tensor", foreach_tensor_div_tensor_kernel_slow);
+  EMU_FOREACH(m, "lerp", ".Scalar", foreach_tensor_lerp_list_kernel_slow);
+  EMU_FOREACH(m, "lerp", ".List", foreach_tensor_ternary_lerp_slow);
+  EMU_FOREACH(m, "addcmul", ".Scalar", foreach_tensor_addcmul_scalar_slow);
+  EMU_FOREACH(m, "addcmul", ".ScalarList", foreach_tensor_addcmul_scalarlist_slow);
+  EMU_FOREACH(m, "addcmul", ".Tensor", foreach_tensor_addcmul_tensor_slow);
+  EMU_FOREACH(m, "addcdiv", ".Scalar", foreach_tensor_addcdiv_scalar_slow);
+  EMU_FOREACH(m, "addcdiv", ".ScalarList", foreach_tensor_addcdiv_scalarlist_slow);
+  EMU_FOREACH(m, "addcdiv", ".Tensor", foreach_tensor_addcdiv_tensor_slow);
+  EMU_FOREACH(m, "sqrt", "", foreach_tensor_sqrt_slow);
+  m.impl("_foreach_norm.Scalar", TORCH_FN(OnDevice<&foreach_tensor_norm_slow>::call));
+  m.impl("_foreach_zero_", TORCH_FN(OnDevice<&foreach_tensor_zero_slow_>::call));
+}
+// LITERALINCLUDE END: FOREACH_REGISTER
+
+} // namespace torch_emu

@@ -1,0 +1,81 @@
+#include "aten/kernels/EmuKernel.h"
+
+#include <ATen/EmptyTensor.h>
+#include <ATen/ScalarOps.h>
+
+namespace torch_emu::kernel {
+
+void CommonDevice::visit(const at::Tensor& t) {
+  if (!t.defined()) {
+    return;
+  }
+  if (t.device().type() == c10::DeviceType::PrivateUse1) {
+    TORCH_CHECK(index < 0 || index == t.device().index(),
+                "Expected all tensors to be on the same device, but found at least two devices, emu:",
+                static_cast<int>(index), " and ", t.device(), "!");
+    index = t.device().index();
+  } else if (t.dim() > 0) {
+    host_tensor = true; // 0-dim host tensors are scalars, as on CUDA
+  }
+}
+
+c10::DeviceIndex CommonDevice::finish() const {
+  TORCH_CHECK(!host_tensor || index < 0,
+              "Expected all tensors to be on the same device, but found at least two devices, emu:",
+              static_cast<int>(index), " and cpu!");
+  return index < 0 ? current_device() : index;
+}
+
+at::Tensor new_output(c10::IntArrayRef sizes, c10::IntArrayRef strides, const at::TensorOptions& options) {
+  const auto dtype = c10::optTypeMetaToScalarType(options.dtype_opt());
+  return strides.empty() ? empty_memory_format(sizes, dtype, std::nullopt, options.device_opt(), std::nullopt,
+                                               options.memory_format_opt())
+                         : empty_strided(sizes, strides, dtype, std::nullopt, options.device_opt(), std::nullopt);
+}
+
+at::Tensor new_host_output(c10::IntArrayRef sizes, c10::IntArrayRef strides, const at::TensorOptions& options) {
+  return strides.empty() ? at::detail::empty_cpu(sizes, options) : at::detail::empty_strided_cpu(sizes, strides, options);
+}
+
+void check_inplace(const at::Tensor& self, c10::IntArrayRef sizes, const at::TensorOptions& options) {
+  TORCH_CHECK(options.dtype() == self.dtype(), "Bad in-place call: input tensor dtype ", self.dtype(),
+              " and output tensor dtype ", options.dtype(), " should match");
+  TORCH_CHECK(options.device() == self.device(), "Bad in-place call: input tensor device ", self.device(),
+              " and output tensor device ", options.device(), " should match");
+  TORCH_CHECK(sizes == self.sizes(), "Bad in-place call: input tensor size ", self.sizes(),
+              " and output tensor size ", sizes, " should match");
+}
+
+} // namespace torch_emu::kernel
+
+namespace torch_emu::kernel {
+
+// LITERALINCLUDE START: WRAPPED_NUMBER
+at::Tensor match_wrapped_number(const at::Tensor& t, const at::Tensor& like) {
+  if (!t.defined() || !t.unsafeGetTensorImpl()->is_wrapped_number() || !like.defined() ||
+      like.unsafeGetTensorImpl()->is_wrapped_number() || t.scalar_type() == like.scalar_type()) {
+    return t;
+  }
+  // bool < integer < floating < complex: a number of a higher kind promotes
+  // the result (int tensor * 2.5 is float), which the iterator must decide.
+  const auto kind = [](at::ScalarType s) {
+    return at::isComplexType(s) ? 3 : at::isFloatingType(s) ? 2 : s == at::kBool ? 0 : 1;
+  };
+  if (kind(t.scalar_type()) > kind(like.scalar_type())) {
+    return t;
+  }
+  c10::Scalar value;
+  switch (t.scalar_type()) { // the types Python numbers are wrapped as
+    case at::kDouble: value = *t.const_data_ptr<double>(); break;
+    case at::kLong: value = *t.const_data_ptr<int64_t>(); break;
+    case at::kBool: value = *t.const_data_ptr<bool>(); break;
+    case at::kComplexDouble: value = *t.const_data_ptr<c10::complex<double>>(); break;
+    default: return t;
+  }
+  at::Tensor converted = at::detail::scalar_tensor_static(value, like.scalar_type(), at::kCPU);
+  converted.unsafeGetTensorImpl()->set_wrapped_number(true);
+  return converted;
+}
+// LITERALINCLUDE END: WRAPPED_NUMBER
+
+} // namespace torch_emu::kernel

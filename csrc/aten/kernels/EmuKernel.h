@@ -1,0 +1,384 @@
+// How a native emu kernel is made from PyTorch's own CPU code.
+//
+// Emu device memory is host memory, so PyTorch's CPU kernels can read and
+// write emu tensors directly. The global fallback does that through the boxed
+// dispatcher with CPU aliases of every tensor, which costs about a microsecond
+// per op. A native kernel skips both: it is an unboxed kernel registered for
+// PrivateUse1 that checks devices, allocates its outputs on emu and runs the
+// CPU code on the emu tensors themselves, as one launch on the current stream.
+// Three shapes of CPU code are covered:
+//   - structured ops (add, mm, softmax...): their meta() computes the output
+//     and our subclass allocates it on emu; impl() is the CPU kernel
+//     (Structured<Impl>::functional / ::inplace, as PyTorch's generated
+//     RegisterCPU.cpp does for CPU);
+//   - plain CPU functions that allocate outputs like their inputs
+//     (layer_norm_cpu, embedding...): OnDevice<fn>;
+//   - device-generic code that calls a DispatchStub with the tensors' device
+//     type: the stub's PrivateUse1 slot forwards to its CPU kernel
+//     (EmuCpuStubs.cpp).
+#pragma once
+
+#include <ATen/EmptyTensor.h>
+#include <ATen/TensorIterator.h>
+#include <ATen/TensorMeta.h>
+#include <ATen/core/List.h>
+#include <c10/util/ExclusivelyOwned.h>
+
+#include <array>
+#include <optional>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "aten/EmuHostAlias.h"
+#include "aten/EmuOps.h"
+#include "core/EmuGenerator.h"
+#include "core/EmuLaunch.h"
+#include "core/EmuStream.h"
+
+namespace torch_emu {
+
+namespace kernel {
+
+// LITERALINCLUDE START: COMMON_DEVICE
+// The emu device of a kernel's tensor arguments; tensors on two emu devices, or
+// an emu tensor with a host tensor that is not a 0-dim scalar, are an error,
+// with the same message as CUDA's (and as the fallback's).
+struct CommonDevice {
+  c10::DeviceIndex index = -1;
+  bool host_tensor = false;
+
+  void visit(const at::Tensor& t);
+  void visit(const std::optional<at::Tensor>& t) {
+    if (t.has_value()) visit(*t);
+  }
+  void visit(at::TensorList list) {
+    for (const at::Tensor& t : list) visit(t);
+  }
+  void visit(const at::ITensorListRef& list) {
+    for (const at::Tensor& t : list) visit(t);
+  }
+  void visit(const c10::List<std::optional<at::Tensor>>& list) {
+    for (const std::optional<at::Tensor> t : list) visit(t);
+  }
+  template <typename T>
+  void visit(const T&) {} // not a tensor
+
+  c10::DeviceIndex finish() const;
+};
+
+template <typename... Args>
+c10::DeviceIndex common_device(const Args&... args) {
+  CommonDevice check;
+  (check.visit(args), ...);
+  return check.finish();
+}
+// LITERALINCLUDE END: COMMON_DEVICE
+
+// LITERALINCLUDE START: RUN_ON
+// Runs fn() as one kernel on the current stream of `device` and returns what it
+// returned (a tensor, a reference to one, a tuple).
+template <typename Fn>
+decltype(auto) run_on(c10::DeviceIndex device, Fn&& fn) {
+  using R = std::invoke_result_t<Fn&>;
+  const c10::Stream stream = current_stream(device);
+  if constexpr (std::is_void_v<R>) {
+    launch_kernel(stream, fn);
+  } else if constexpr (std::is_reference_v<R>) {
+    std::remove_reference_t<R>* result = nullptr;
+    launch_kernel(stream, [&] { result = &fn(); });
+    return static_cast<R>(*result);
+  } else {
+    std::optional<R> result;
+    launch_kernel(stream, [&] { result.emplace(fn()); });
+    return R(std::move(*result));
+  }
+}
+// LITERALINCLUDE END: RUN_ON
+
+// LITERALINCLUDE START: ON_DEVICE
+// CPU kernels draw random numbers from CPU generators: an emu generator
+// argument (or none: the device's default) becomes the CPU generator behind it.
+template <typename T>
+decltype(auto) kernel_arg(T&& arg, c10::DeviceIndex device) {
+  if constexpr (std::is_same_v<std::decay_t<T>, std::optional<at::Generator>>) {
+    return std::optional<at::Generator>(cpu_generator_for(arg, device));
+  } else {
+    return std::forward<T>(arg);
+  }
+}
+
+// A CPU function that allocates its outputs with its inputs' options (so they
+// land on emu) and only touches memory through data pointers, run as the emu
+// kernel of its op: OnDevice<&at::native::layer_norm_cpu>::call.
+template <auto fn>
+struct OnDevice;
+
+template <typename R, typename... Args, R (*fn)(Args...)>
+struct OnDevice<fn> {
+  static R call(Args... args) {
+    const c10::DeviceIndex device = common_device(args...);
+    return run_on(device, [&]() -> R { return fn(kernel_arg(std::forward<Args>(args), device)...); });
+  }
+};
+// LITERALINCLUDE END: ON_DEVICE
+
+// LITERALINCLUDE START: STRUCTURED
+// A few meta() argument types differ from the op's schema types; the kernel
+// takes the schema type and hands meta() and impl() its own.
+template <typename T>
+struct SchemaArg {
+  using type = T;
+  static T to_meta(T x) { return x; }
+};
+template <>
+struct SchemaArg<at::OptionalTensorRef> {
+  using type = const std::optional<at::Tensor>&;
+  static at::OptionalTensorRef to_meta(type t) {
+    return t.has_value() && t->defined() ? at::OptionalTensorRef(*t) : at::OptionalTensorRef();
+  }
+};
+template <>
+struct SchemaArg<at::OptionalScalarRef> {
+  using type = const std::optional<at::Scalar>&;
+  static at::OptionalScalarRef to_meta(type s) {
+    return s.has_value() ? at::OptionalScalarRef(*s) : at::OptionalScalarRef();
+  }
+};
+
+// A new output of a structured op; empty strides mean contiguous.
+at::Tensor new_output(c10::IntArrayRef sizes, c10::IntArrayRef strides, const at::TensorOptions& options);
+at::Tensor new_host_output(c10::IntArrayRef sizes, c10::IntArrayRef strides, const at::TensorOptions& options);
+
+// The outputs of a structured op's functional form, allocated with the
+// geometry meta() asks for: on emu, or (on_host: when the kernel runs on host
+// aliases inside a launch) with the CPU allocator, which hands out emu memory
+// there (EmuLaunch.cpp).
+template <typename Impl, size_t N>
+struct NewOutputs final : Impl {
+  explicit NewOutputs(bool on_host) : on_host(on_host) {}
+  void set_output_strided(int64_t i, c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                          at::TensorOptions options) override {
+    set_output_raw_strided(i, sizes, strides, options);
+  }
+  void set_output_raw_strided(int64_t i, c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                              at::TensorOptions options) override {
+    outputs[i] = on_host ? new_host_output(sizes, strides, options) : new_output(sizes, strides, options);
+    if constexpr (std::is_base_of_v<at::TensorIteratorBase, Impl>) {
+      Impl::set_output_raw_strided(i, sizes, strides, options); // after: it reads maybe_get_output
+    }
+  }
+  const at::Tensor& maybe_get_output(int64_t i) override {
+    return *outputs[i];
+  }
+  const bool on_host;
+  std::array<c10::ExclusivelyOwned<at::Tensor>, N> outputs;
+};
+
+void check_inplace(const at::Tensor& self, c10::IntArrayRef sizes, const at::TensorOptions& options);
+
+// The output of a structured op's in-place form is `self`; when the kernel
+// needs other strides than self's, it writes a proxy that is copied back.
+template <typename Impl>
+struct SelfOutput final : Impl {
+  explicit SelfOutput(const at::Tensor& self) : self(self) {}
+  void set_output_strided(int64_t i, c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                          at::TensorOptions options) override {
+    check_inplace(self, sizes, options);
+    if (!strides.empty() && !self.strides().equals(strides)) {
+      proxy = new_output(sizes, strides, options);
+    }
+    if constexpr (std::is_base_of_v<at::TensorIteratorBase, Impl>) {
+      Impl::set_output_raw_strided(i, sizes, strides, options);
+    }
+  }
+  void set_output_raw_strided(int64_t i, c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                              at::TensorOptions options) override {
+    check_inplace(self, sizes, options);
+    if constexpr (std::is_base_of_v<at::TensorIteratorBase, Impl>) {
+      Impl::set_output_raw_strided(i, sizes, strides, options);
+    }
+  }
+  const at::Tensor& maybe_get_output(int64_t) override {
+    return proxy.has_value() ? *proxy : self;
+  }
+  const at::Tensor& self;
+  std::optional<at::Tensor> proxy;
+};
+
+// Whether the CPU kernel of an iterator can run on the emu tensors as they
+// are. Only an iterator whose device is CPU converts inputs to the common
+// dtype (1 + 2.5j, int + float...); on emu those calls run on host aliases.
+template <typename Impl>
+bool runs_as_is(const Impl& op) {
+  if constexpr (std::is_base_of_v<at::TensorIteratorBase, Impl>) {
+    const std::optional<at::ScalarType> common = op.maybe_common_dtype();
+    for (int i = op.noutputs(); common.has_value() && i < op.ntensors(); ++i) {
+      if (op.dtype(i) != *common) return false;
+    }
+  }
+  return true;
+}
+
+// A Python number (a 0-dim "wrapped number" host tensor, double or int64)
+// with a same-kind emu tensor is converted to that tensor's dtype up front,
+// as CPU's iterator would, so that `x * 2.0` runs as is.
+at::Tensor match_wrapped_number(const at::Tensor& t, const at::Tensor& like);
+
+template <typename T>
+decltype(auto) with_dtype_of(T&& arg, const at::Tensor& like) {
+  if constexpr (std::is_same_v<std::decay_t<T>, at::Tensor>) {
+    return match_wrapped_number(arg, like);
+  } else {
+    return std::forward<T>(arg);
+  }
+}
+
+// Emu tensors become host aliases, everything else passes through. (One
+// function with `if constexpr`, not overloads: a template overload would win
+// for a non-const `at::Tensor&` and pass it through unaliased.)
+template <typename T>
+decltype(auto) host_arg(HostAliases& aliases, T&& arg) {
+  using D = std::decay_t<T>;
+  if constexpr (std::is_same_v<D, at::Tensor>) {
+    return arg.defined() && arg.device().type() == c10::DeviceType::PrivateUse1 ? aliases.alias(arg) : at::Tensor(arg);
+  } else if constexpr (std::is_same_v<D, std::optional<at::Tensor>>) {
+    return aliases.alias(arg);
+  } else {
+    return std::forward<T>(arg);
+  }
+}
+
+// LITERALINCLUDE START: ON_HOST
+// A CPU function that insists on CPU tensors (checkBackend, or host copies it
+// iterates together with its inputs): run on host aliases of its emu
+// arguments. Tensors it returns (emu memory, allocated inside the launch)
+// become emu tensors; an in-place function returns its emu `self`.
+inline at::Tensor to_emu_result(HostAliases& aliases, const at::Tensor& t, c10::DeviceIndex device) {
+  return aliases.to_emu(t, device);
+}
+template <typename... T>
+std::tuple<T...> to_emu_result(HostAliases& aliases, const std::tuple<T...>& t, c10::DeviceIndex device) {
+  return std::apply([&](const auto&... x) { return std::make_tuple(aliases.to_emu(x, device)...); }, t);
+}
+
+template <auto fn>
+struct OnHost;
+
+template <typename R, typename First, typename... Rest, R (*fn)(First, Rest...)>
+struct OnHost<fn> {
+  static R call(First first, Rest... rest) {
+    const c10::DeviceIndex device = common_device(first, rest...);
+    if constexpr (std::is_same_v<R, at::Tensor&>) {
+      run_on(device, [&] {
+        HostAliases aliases;
+        at::Tensor host_first = host_arg(aliases, first);
+        fn(host_first, kernel_arg(host_arg(aliases, rest), device)...);
+      });
+      return first;
+    } else {
+      return run_on(device, [&]() -> R {
+        HostAliases aliases;
+        return to_emu_result(
+            aliases, fn(host_arg(aliases, first), kernel_arg(host_arg(aliases, rest), device)...), device);
+      });
+    }
+  }
+};
+// LITERALINCLUDE END: ON_HOST
+
+// Structured<Impl>: the functional and in-place emu kernels of the structured
+// op whose CPU kernel class is Impl (e.g. at::native::structured_mul_out),
+// with N outputs. The argument types come from Impl's meta().
+template <typename Impl, size_t N = 1, typename Meta = decltype(&Impl::meta)>
+struct Structured;
+
+template <typename Impl, size_t N, typename Base, typename Self, typename... Rest>
+struct Structured<Impl, N, void (Base::*)(Self, Rest...)> {
+  static auto functional(typename SchemaArg<Self>::type self, typename SchemaArg<Rest>::type... rest) {
+    const c10::DeviceIndex device = common_device(self, rest...);
+    return functional_on(device, with_dtype_of(self, self), with_dtype_of(rest, self)...);
+  }
+
+  static at::Tensor& inplace(at::Tensor& self, typename SchemaArg<Rest>::type... rest) {
+    const c10::DeviceIndex device = common_device(self, rest...);
+    if (!inplace_as_is(device, self, with_dtype_of(rest, self)...)) {
+      run_on(device, [&] {
+        HostAliases aliases;
+        inplace_as_is(-1, aliases.alias(self), host_arg(aliases, rest)...);
+      });
+    }
+    return self;
+  }
+
+ private:
+  // Runs the in-place kernel on `self` (a launch on `device`, or inside the
+  // current launch if device < 0) unless its iterator cannot run as is.
+  template <typename... R>
+  static bool inplace_as_is(c10::DeviceIndex device, const at::Tensor& self, const R&... rest) {
+    SelfOutput<Impl> op(self);
+    op.meta(self, SchemaArg<Rest>::to_meta(rest)...);
+    if (device >= 0 && !runs_as_is(op)) {
+      return false;
+    }
+    auto kernel = [&] {
+      op.impl(self, SchemaArg<Rest>::to_meta(rest)..., op.maybe_get_output(0));
+      if (op.proxy.has_value()) {
+        self.copy_(*op.proxy);
+      }
+    };
+    if (device >= 0) {
+      run_on(device, kernel);
+    } else {
+      kernel();
+    }
+    return true;
+  }
+
+  template <typename S, typename... R>
+  static auto functional_on(c10::DeviceIndex device, const S& self, const R&... rest) {
+    {
+      NewOutputs<Impl, N> op(/*on_host=*/false);
+      op.meta(SchemaArg<Self>::to_meta(self), SchemaArg<Rest>::to_meta(rest)...);
+      if (runs_as_is(op)) {
+        return run_on(device, [&] { return call_impl(op, self, rest...); });
+      }
+    }
+    return run_on(device, [&] {
+      HostAliases aliases;
+      return on_host(aliases, device, host_arg(aliases, self), host_arg(aliases, rest)...);
+    });
+  }
+
+  template <typename S, typename... R>
+  static auto on_host(HostAliases& aliases, c10::DeviceIndex device, const S& self, const R&... rest) {
+    NewOutputs<Impl, N> op(/*on_host=*/true);
+    op.meta(SchemaArg<Self>::to_meta(self), SchemaArg<Rest>::to_meta(rest)...);
+    auto result = call_impl(op, self, rest...);
+    if constexpr (N == 1) {
+      return aliases.to_emu(result, device);
+    } else {
+      return std::apply([&](auto&... t) { return std::make_tuple(aliases.to_emu(t, device)...); }, result);
+    }
+  }
+
+  template <typename S, typename... R>
+  static auto call_impl(NewOutputs<Impl, N>& op, const S& self, const R&... rest) {
+    return call_impl(op, std::make_index_sequence<N>(), SchemaArg<Self>::to_meta(self),
+                     SchemaArg<Rest>::to_meta(rest)...);
+  }
+
+  template <size_t... I, typename... Args>
+  static auto call_impl(NewOutputs<Impl, N>& op, std::index_sequence<I...>, const Args&... args) {
+    op.impl(args..., *op.outputs[I]...);
+    if constexpr (N == 1) {
+      return std::move(op.outputs[0]).take();
+    } else {
+      return std::make_tuple(std::move(op.outputs[I]).take()...);
+    }
+  }
+};
+// LITERALINCLUDE END: STRUCTURED
+
+} // namespace kernel
+} // namespace torch_emu

@@ -1,0 +1,28 @@
+// Native emu kernels: the matrix products behind nn.Linear, attention and
+// their backward (most of the time of the MLP and transformer steps).
+#include <ATen/ops/addmm_native.h>
+#include <ATen/ops/baddbmm_native.h>
+#include <ATen/ops/bmm_native.h>
+#include <ATen/ops/mm_native.h>
+#include <torch/library.h>
+
+#include "aten/kernels/EmuKernel.h"
+
+namespace torch_emu {
+namespace {
+
+using namespace at::native;
+using kernel::Structured;
+
+} // namespace
+
+void register_matmul_kernels(torch::Library& m) {
+  m.impl("mm", TORCH_FN(Structured<structured_mm_out_cpu>::functional));
+  m.impl("bmm", TORCH_FN(Structured<structured_bmm_out_cpu>::functional));
+  m.impl("addmm", TORCH_FN(Structured<structured_addmm_out_cpu>::functional));
+  m.impl("addmm_", TORCH_FN(Structured<structured_addmm_out_cpu>::inplace));
+  m.impl("baddbmm", TORCH_FN(Structured<structured_baddbmm_out_cpu>::functional));
+  m.impl("baddbmm_", TORCH_FN(Structured<structured_baddbmm_out_cpu>::inplace));
+}
+
+} // namespace torch_emu

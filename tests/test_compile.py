@@ -1,0 +1,354 @@
+"""torch.compile (Dynamo + Inductor) and torch.export on emu.
+
+Every compiled result is compared with the same model run eagerly on emu and
+on CPU. Inductor's caches are off, so each test really generates and builds
+its kernels; models are tiny because every C++ kernel build takes seconds.
+"""
+
+import copy
+import threading
+import time
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch._dynamo.testing import CompileCounterWithBackend
+from torch._inductor.utils import run_and_get_code
+
+from conftest import run_python
+
+TOL = dict(rtol=1e-4, atol=1e-5)
+
+
+@pytest.fixture(autouse=True)
+def fresh_compiler():
+    """No Inductor cache (a broken backend cannot pass from it) and no
+    compiled frames carried over from another test."""
+    torch._dynamo.reset()
+    with torch._inductor.config.patch(force_disable_caches=True):
+        yield
+    torch._dynamo.reset()
+
+
+def to(obj, device):
+    return copy.deepcopy(obj).to(device)
+
+
+def check_train_step(model, x, tol=TOL):
+    """Forward and backward of ``model`` compiled on emu vs eager emu vs CPU:
+    outputs and every parameter's gradient."""
+    models = {"compiled": to(model, "emu"), "emu": to(model, "emu"), "cpu": to(model, "cpu")}
+    runs = {"compiled": torch.compile(models["compiled"]), "emu": models["emu"], "cpu": models["cpu"]}
+    outs = {}
+    for name, run in runs.items():
+        xi = x.to("cpu" if name == "cpu" else "emu")
+        out = run(xi)
+        out.square().mean().backward()
+        outs[name] = out
+    assert outs["compiled"].device == torch.device("emu:0")
+    for ref in ("emu", "cpu"):
+        torch.testing.assert_close(outs["compiled"].cpu(), outs[ref].detach().cpu(), **tol)
+        for (pname, p), q in zip(models["compiled"].named_parameters(), models[ref].parameters()):
+            assert p.grad.device.type == "emu", pname
+            torch.testing.assert_close(p.grad.cpu(), q.grad.cpu(), **tol, msg=lambda m: f"{pname}: {m}")
+
+
+# --- what is registered, and when -------------------------------------------
+
+
+def test_registration_is_lazy_and_automatic():
+    r = run_python(
+        """
+        import sys, torch
+        print("torch._dynamo" in sys.modules, "torch._inductor" in sys.modules)
+        y = torch.compile(lambda x: x.sin() + 1)(torch.zeros(3, device="emu"))
+        from torch._dynamo.device_interface import get_interface_for_device
+        from torch._inductor.codegen.common import get_scheduling_for_device, get_wrapper_codegen_for_device
+        print(y.device, y.cpu().tolist(), get_interface_for_device("emu").__name__,
+              get_scheduling_for_device("emu").__name__, get_wrapper_codegen_for_device("emu").__name__)
+        """
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == [
+        "False", "False", "emu:0", "[1.0,", "1.0,", "1.0]", "EmuInterface", "EmuScheduling", "EmuWrapperCodegen"
+    ]
+
+
+def test_device_interface_delegates_to_torch_emu():
+    from torch._dynamo.device_interface import get_interface_for_device
+
+    di = get_interface_for_device("emu")
+    assert get_interface_for_device("emu:1") is di
+    assert di.device_count() == torch.emu.device_count() == 2 and di.is_available()
+    assert di.current_device() == 0
+    prev = di.exchange_device(1)
+    assert prev == 0 and di.current_device() == 1 and torch.emu.current_device() == 1
+    assert di.maybe_exchange_device(prev) == 1 and di.current_device() == 0
+    with di.device(1):
+        assert torch.emu.current_device() == 1
+    assert di.get_device_properties(1) == torch.emu.get_device_properties(1)
+    assert di.Worker.get_device_properties("emu:1").name == torch.emu.get_device_name(1)
+    assert di.get_compute_capability() == 10 * torch.emu.get_device_capability()[0] + torch.emu.get_device_capability()[1]
+    assert di.is_bf16_supported() == torch.emu.is_bf16_supported()
+    # Streams and events are the real ones: work ordered through them.
+    s = di.Stream(device=0)
+    assert isinstance(s, torch.Stream) and s != di.current_stream()
+    with di.stream(s):
+        assert di.current_stream() == s
+        x = torch.ones(1 << 16, device="emu") * 3
+        done = di.Event(enable_timing=True)
+        done.record()
+    assert isinstance(done, torch.Event)
+    di.current_stream().wait_event(done)
+    assert di.get_raw_stream(0) == torch.emu.current_stream(0).native_handle != s.native_handle
+    di._set_stream_by_id(s.stream_id, s.device_index, s.device_type)
+    assert torch.emu.current_stream() == s
+    di.set_stream(torch.emu.default_stream(0))
+    di.synchronize(0)
+    assert done.query() and x.sum().item() == 3 * (1 << 16)
+    di.set_device(1)
+    assert torch.emu.current_device() == 1
+    di.set_device(0)
+
+
+def test_generated_code_is_emu_code(baseline_memory):
+    def f(x, w):
+        return torch.relu(x @ w).sin() + 1
+
+    x, w = torch.randn(8, 16), torch.randn(16, 4)
+    out, (code,) = run_and_get_code(torch.compile(f), x.to("emu"), w.to("emu"))
+    assert out.device == torch.device("emu:0")
+    torch.testing.assert_close(out.cpu(), f(x, w), **TOL)
+    torch.testing.assert_close(out, f(x.to("emu"), w.to("emu")), **TOL)
+    assert "from torch_emu._C import _launch" in code
+    assert "_launch(0, cpp_fused_" in code  # a generated C++ kernel, run as device work
+    assert "extern_kernels.mm(" in code  # the emu mm operator
+    assert "device='emu:0'" in code and "= empty_strided_cpu(" not in code
+    del out
+
+
+@pytest.mark.parametrize("setting", ["cpp_wrapper", "fx_wrapper"])
+def test_other_wrappers_are_rejected_clearly(setting):
+    with torch._inductor.config.patch({setting: True}):
+        with pytest.raises(Exception, match=rf"Python wrapper only; torch._inductor.config.{setting}=True .*not supported on emu"):
+            torch.compile(lambda x: x + 1)(torch.ones(2, device="emu"))
+
+
+# --- models ------------------------------------------------------------------
+
+
+def test_mlp_forward_backward(baseline_memory):
+    torch.manual_seed(0)
+    mlp = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 4))
+    check_train_step(mlp, torch.randn(8, 16))
+
+
+def test_cnn_forward_backward(baseline_memory):
+    torch.manual_seed(0)
+    cnn = nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(8 * 4 * 4, 10),
+    )
+    check_train_step(cnn, torch.randn(4, 3, 8, 8))
+
+
+def test_transformer_block_forward_backward(baseline_memory):
+    torch.manual_seed(0)
+    block = nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64, dropout=0.0,
+                                       activation="gelu", batch_first=True)
+    check_train_step(block, torch.randn(2, 6, 32), tol=dict(rtol=1e-4, atol=1e-4))
+
+
+def test_compiled_optimizer_step(baseline_memory):
+    torch.manual_seed(0)
+    base = nn.Linear(8, 4)
+    x = torch.randn(5, 8)
+    runs = {}
+    for name, device in (("compiled", "emu"), ("emu", "emu"), ("cpu", "cpu")):
+        model = to(base, device)
+        opt = torch.optim.Adam(model.parameters(), lr=0.1)
+        step = torch.compile(opt.step) if name == "compiled" else opt.step
+        for _ in range(3):
+            opt.zero_grad()
+            model(x.to(device)).square().mean().backward()
+            step()
+        runs[name] = model
+    for ref in ("emu", "cpu"):
+        for p, q in zip(runs["compiled"].parameters(), runs[ref].parameters()):
+            assert p.device.type == "emu"
+            torch.testing.assert_close(p.detach().cpu(), q.detach().cpu(), **TOL)
+
+
+# --- Dynamo features ---------------------------------------------------------
+
+
+def test_dynamic_shapes_do_not_recompile(baseline_memory):
+    counter = CompileCounterWithBackend("inductor")
+    bns = {"emu": nn.BatchNorm1d(7).to("emu"), "cpu": nn.BatchNorm1d(7)}  # batch statistics: sizes in the kernel
+
+    def f(bn, x):
+        return F.layer_norm(bn(x), x.shape[-1:]).relu() * 2
+
+    compiled = torch.compile(f, backend=counter, dynamic=True)
+    compiles = []
+    for batch in (3, 5, 9):
+        x = torch.randn(batch, 7)
+        out = compiled(bns["emu"], x.to("emu"))
+        torch.testing.assert_close(out.cpu(), f(bns["cpu"], x), **TOL)
+        compiles.append(counter.frame_count)
+    torch.testing.assert_close(bns["emu"].running_var.cpu(), bns["cpu"].running_var, **TOL)
+    # The first call compiles (Dynamo may restart its analysis once, which
+    # counts twice); the other batch sizes reuse that graph.
+    assert compiles[0] >= 1 and compiles[1:] == [compiles[0]] * 2
+
+
+def test_graph_breaks(baseline_memory, capsys):
+    counter = CompileCounterWithBackend("inductor")
+
+    def f(x):
+        y = x.cos() + 1
+        print("between graphs")
+        scale = y.sum().item()  # leaves the graph too
+        return (y / scale).exp()
+
+    x = torch.randn(6)
+    out = torch.compile(f, backend=counter)(x.to("emu"))
+    # Three graphs: up to the print, from the print to .item(), after .item().
+    assert counter.frame_count == 3
+    assert "between graphs" in capsys.readouterr().out
+    torch.testing.assert_close(out.cpu(), f(x), **TOL)
+    torch.testing.assert_close(out, f(x.to("emu")), **TOL)
+
+
+def test_device_index_change_recompiles(baseline_memory):
+    counter = CompileCounterWithBackend("inductor")
+    f = torch.compile(lambda x, y: (x * y).tanh() + torch.ones_like(x), backend=counter)
+    x, y = torch.randn(10), torch.randn(10)
+    for index in (0, 1):
+        out = f(x.to(f"emu:{index}"), y.to(f"emu:{index}"))
+        assert out.device == torch.device("emu", index)
+        torch.testing.assert_close(out.cpu(), (x * y).tanh() + 1, **TOL)
+    assert counter.frame_count == 2
+    assert torch.emu.current_device() == 0
+
+
+def test_autocast_in_compiled_region(baseline_memory):
+    torch.manual_seed(0)
+    lin = nn.Linear(16, 8)
+    x = torch.randn(4, 16)
+
+    def f(model, x):
+        with torch.autocast(x.device.type, dtype=torch.bfloat16):
+            return F.relu(model(x)) + 1
+
+    out = torch.compile(f)(to(lin, "emu"), x.to("emu"))
+    assert out.dtype == torch.bfloat16 and out.device.type == "emu"
+    bf16 = dict(rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(out.cpu(), f(to(lin, "emu"), x.to("emu")).cpu(), **bf16)
+    torch.testing.assert_close(out.cpu(), f(lin, x), **bf16)
+
+
+def test_max_autotune_no_cudagraphs(baseline_memory):
+    torch.manual_seed(0)
+    mlp = nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 4))
+    model = to(mlp, "emu")
+    x = torch.randn(8, 16)
+    out = torch.compile(model, mode="max-autotune-no-cudagraphs")(x.to("emu"))
+    torch.testing.assert_close(out, model(x.to("emu")), **TOL)
+    torch.testing.assert_close(out.cpu(), mlp(x), **TOL)
+
+
+def test_custom_op_scaled_gelu(baseline_memory):
+    def f(x):
+        return torch.ops.emu.scaled_gelu(x * 2, 1.5).sum(dim=1)
+
+    x = torch.randn(4, 6)
+    xs = {"compiled": x.to("emu").requires_grad_(), "emu": x.to("emu").requires_grad_(), "cpu": x.clone().requires_grad_()}
+    outs = {"compiled": torch.compile(f, fullgraph=True)(xs["compiled"]), "emu": f(xs["emu"]), "cpu": f(xs["cpu"])}
+    for name, out in outs.items():
+        out.sum().backward()
+    for ref in ("emu", "cpu"):
+        torch.testing.assert_close(outs["compiled"].cpu(), outs[ref].detach().cpu(), **TOL)
+        torch.testing.assert_close(xs["compiled"].grad.cpu(), xs[ref].grad.cpu(), **TOL)
+
+
+# --- device work: streams, strict mode, errors --------------------------------
+
+
+def test_compiled_kernels_run_on_the_current_stream(baseline_memory):
+    f = torch.compile(lambda x: x * 2 + 1)  # one generated kernel
+    f(torch.zeros(4, device="emu"))  # compile before the timed part
+    s = torch.emu.Stream()
+    a = torch.randn(1024, 1024, device="emu")
+    out = torch.zeros(1024, 1024, device="emu")
+    expected = (a.cpu() @ a.cpu()) * 2 + 1
+    busy = threading.Event()
+
+    def producer():  # another host thread keeps s busy with matmuls into out
+        with torch.emu.stream(s):
+            busy.set()
+            for _ in range(8):
+                torch.mm(a, a, out=out)
+
+    thread = threading.Thread(target=producer)
+    thread.start()
+    busy.wait()
+    time.sleep(0.02)
+    with torch.emu.stream(s):
+        y = f(out)  # queued behind the matmuls on s; on any other stream it would run now
+    thread.join()
+    torch.testing.assert_close(y.cpu(), expected, rtol=1e-4, atol=1e-3)
+    del a, out, y
+
+
+def test_strict_mode_subprocess():
+    r = run_python(
+        """
+        import copy, torch, torch.nn as nn
+        import torch_emu
+        assert torch_emu._C._strict_mode()
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
+        x = torch.randn(4, 8)
+        net = copy.deepcopy(model).to("emu")
+        out = torch.compile(net)(x.to("emu"))
+        out.sum().backward()
+        ref = model(x)
+        ref.sum().backward()
+        print(torch.allclose(out.cpu(), ref, atol=1e-5),
+              torch.allclose(net[0].weight.grad.cpu(), model[0].weight.grad, atol=1e-5))
+        """,
+        TORCH_EMU_STRICT="1",
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["True", "True"]
+
+
+def test_device_mismatch_raises_like_eager(baseline_memory):
+    def f(a, b):
+        return (a + b).relu()
+
+    a, b = torch.randn(4, device="emu"), torch.randn(4)
+    with pytest.raises(RuntimeError) as eager:
+        f(a, b)
+    assert "same device" in str(eager.value)
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.compile(f)(a, b)
+    del a, b
+
+
+# --- torch.export ------------------------------------------------------------
+
+
+def test_export_runs_on_emu(baseline_memory):
+    torch.manual_seed(0)
+    mlp = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 3))
+    model, x = to(mlp, "emu"), torch.randn(5, 8)
+    ep = torch.export.export(model, (x.to("emu"),))
+    assert all(p.device.type == "emu" for p in ep.state_dict.values())
+    out = ep.module()(x.to("emu"))
+    assert out.device == torch.device("emu:0")
+    torch.testing.assert_close(out, model(x.to("emu")), **TOL)
+    torch.testing.assert_close(out.cpu(), mlp(x), **TOL)
+    del ep, out, model
