@@ -7,6 +7,7 @@
 
 #include <chrono>
 
+#include "aten/EmuDeviceCheck.h"
 #include "aten/EmuFallbackReport.h"
 #include "aten/EmuHostAlias.h"
 #include "core/EmuGenerator.h"
@@ -32,35 +33,6 @@ bool accepts_host_tensors(const c10::OperatorName& name) {
       name.name == "aten::index_put" || name.name == "aten::_index_put_impl_";
 }
 
-// LITERALINCLUDE START: FALLBACK_DEVICE_CHECK
-// The device every emu argument is on; mixing devices is an error, exactly as
-// on CUDA (0-dim host tensors are scalars and always allowed).
-struct DeviceCheck {
-  const c10::OperatorHandle& op;
-  c10::DeviceIndex device = -1;
-  bool host_tensor = false;
-
-  void visit(const at::Tensor& t) {
-    if (!t.defined()) {
-      return;
-    }
-    if (is_emu(t)) {
-      TORCH_CHECK(device < 0 || device == t.device().index(),
-                  "Expected all tensors to be on the same device, but found at least two devices, emu:",
-                  static_cast<int>(device), " and ", t.device(), "! (when running ", op.schema().operator_name(), ")");
-      device = t.device().index();
-    } else if (t.dim() > 0) {
-      host_tensor = true;
-    }
-  }
-
-  void finish() {
-    TORCH_CHECK(!host_tensor || device < 0 || accepts_host_tensors(op.schema().operator_name()),
-                "Expected all tensors to be on the same device, but found at least two devices, emu:",
-                static_cast<int>(device), " and cpu! (when running ", op.schema().operator_name(), ")");
-  }
-};
-// LITERALINCLUDE END: FALLBACK_DEVICE_CHECK
 
 // Applies `fn` to every tensor in an IValue (tensor, or list of tensors or
 // optional tensors); returns the IValue rebuilt from fn's results.
@@ -125,12 +97,13 @@ void run_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                               "kernel for the emu fallback to run.");
 
   // 1. Which device runs it (and no tensors on two devices).
-  DeviceCheck check{op};
+  DeviceCheck check;
   for (const c10::IValue& arg : args) {
     for_each_tensor(arg, [&](const at::Tensor& t) { check.visit(t); });
   }
-  check.finish();
-  c10::DeviceIndex device = check.device;
+  const bool no_emu_tensor = check.index < 0;
+  c10::DeviceIndex device = check.finish(schema.operator_name().name.c_str(),
+                                         check.host_tensor && accepts_host_tensors(schema.operator_name()));
 
   // 2. Rewrite the arguments for the CPU kernel: emu tensors become aliases of
   // their device memory, an emu device argument (factory ops) becomes CPU, and
@@ -139,16 +112,13 @@ void run_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   for (size_t i = 0; i < num_args; ++i) {
     c10::IValue& arg = (*stack)[stack->size() - num_args + i];
     if (arg.isDevice() && arg.toDevice().type() == c10::DeviceType::PrivateUse1) {
-      if (device < 0 && arg.toDevice().has_index()) {
+      if (no_emu_tensor && arg.toDevice().has_index()) {
         device = arg.toDevice().index();
       }
       arg = c10::Device(c10::DeviceType::CPU);
     } else {
       arg = map_tensors(arg, [&](const at::Tensor& t) { return is_emu(t) ? aliases.alias(t) : t; });
     }
-  }
-  if (device < 0) {
-    device = current_device();
   }
   for (size_t i = 0; i < num_args; ++i) {
     if (is_optional_generator(schema.arguments()[i])) {

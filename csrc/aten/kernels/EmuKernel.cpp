@@ -5,27 +5,6 @@
 
 namespace torch_emu::kernel {
 
-void CommonDevice::visit(const at::Tensor& t) {
-  if (!t.defined()) {
-    return;
-  }
-  if (t.device().type() == c10::DeviceType::PrivateUse1) {
-    TORCH_CHECK(index < 0 || index == t.device().index(),
-                "Expected all tensors to be on the same device, but found at least two devices, emu:",
-                static_cast<int>(index), " and ", t.device(), "!");
-    index = t.device().index();
-  } else if (t.dim() > 0) {
-    host_tensor = true; // 0-dim host tensors are scalars, as on CUDA
-  }
-}
-
-c10::DeviceIndex CommonDevice::finish() const {
-  TORCH_CHECK(!host_tensor || index < 0,
-              "Expected all tensors to be on the same device, but found at least two devices, emu:",
-              static_cast<int>(index), " and cpu!");
-  return index < 0 ? current_device() : index;
-}
-
 at::Tensor new_output(c10::IntArrayRef sizes, c10::IntArrayRef strides, const at::TensorOptions& options) {
   const auto dtype = c10::optTypeMetaToScalarType(options.dtype_opt());
   return strides.empty() ? empty_memory_format(sizes, dtype, std::nullopt, options.device_opt(), std::nullopt,

@@ -30,6 +30,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "aten/EmuDeviceCheck.h"
 #include "aten/EmuHostAlias.h"
 #include "aten/EmuOps.h"
 #include "core/EmuGenerator.h"
@@ -41,35 +42,11 @@ namespace torch_emu {
 namespace kernel {
 
 // LITERALINCLUDE START: COMMON_DEVICE
-// The emu device of a kernel's tensor arguments; tensors on two emu devices, or
-// an emu tensor with a host tensor that is not a 0-dim scalar, are an error,
-// with the same message as CUDA's (and as the fallback's).
-struct CommonDevice {
-  c10::DeviceIndex index = -1;
-  bool host_tensor = false;
-
-  void visit(const at::Tensor& t);
-  void visit(const std::optional<at::Tensor>& t) {
-    if (t.has_value()) visit(*t);
-  }
-  void visit(at::TensorList list) {
-    for (const at::Tensor& t : list) visit(t);
-  }
-  void visit(const at::ITensorListRef& list) {
-    for (const at::Tensor& t : list) visit(t);
-  }
-  void visit(const c10::List<std::optional<at::Tensor>>& list) {
-    for (const std::optional<at::Tensor> t : list) visit(t);
-  }
-  template <typename T>
-  void visit(const T&) {} // not a tensor
-
-  c10::DeviceIndex finish() const;
-};
-
+// The emu device of a kernel's tensor arguments (EmuDeviceCheck.h: the same
+// check and errors as the fallback's).
 template <typename... Args>
 c10::DeviceIndex common_device(const Args&... args) {
-  CommonDevice check;
+  DeviceCheck check;
   (check.visit(args), ...);
   return check.finish();
 }
