@@ -66,7 +66,7 @@ def make_step(device: str, base: nn.Module, x: torch.Tensor, compiled: bool):
 
 def bench_models(quick: bool) -> tuple[list, list]:
     number, repeats = (3, 3) if quick else (20, 7)
-    rows, notes = [], ["\nCompiled step time / eager step time (the speed-up of torch.compile), per device:\n",
+    rows, notes = [], ["\nSpeed-up of torch.compile per device: eager step time / compiled step time (> 1: compiled is faster):\n",
                        "| model | emu | CPU | compile time emu / CPU |", "|---|---:|---:|---:|"]
     for name, (base, x) in models().items():
         torch._dynamo.reset()  # each model starts with Dynamo's recompile budget unused
