@@ -72,3 +72,13 @@ def test_coverage_command_line():
     r = subprocess.run([sys.executable, "-m", "torch_emu", "coverage", "--kind", "native"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "aten::_local_scalar_dense" in r.stdout and "aten::erf " not in r.stdout
+
+
+def test_coverage_into_a_closed_pipe():
+    # `python -m torch_emu coverage | head -3`: the reader leaves early.
+    p = subprocess.Popen([sys.executable, "-m", "torch_emu", "coverage"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    assert p.stdout.readline().startswith("emu operator coverage")
+    p.stdout.close()
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 0 and "Traceback" not in err, err

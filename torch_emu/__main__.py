@@ -18,7 +18,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "coverage":
         from .tools import coverage_table
 
-        print(coverage_table(as_json=args.json, kind=args.kind))
+        try:
+            print(coverage_table(as_json=args.json, kind=args.kind))
+        except BrokenPipeError:  # `... coverage | head`: the reader has what it wanted
+            sys.stdout = None  # nothing left to flush at exit
         return 0
     if args.command == "demo":
         from .demo import run
