@@ -12,10 +12,12 @@
 //     (Structured<Impl>::functional / ::inplace, as PyTorch's generated
 //     RegisterCPU.cpp does for CPU);
 //   - plain CPU functions that allocate outputs like their inputs
-//     (layer_norm_cpu, embedding...): OnDevice<fn>;
-//   - device-generic code that calls a DispatchStub with the tensors' device
-//     type: the stub's PrivateUse1 slot forwards to its CPU kernel
-//     (EmuCpuStubs.cpp).
+//     (layer_norm_cpu, index_select_cpu_...): OnDevice<fn>;
+//   - CPU functions that insist on CPU tensors (batch_norm_cpu): OnHost<fn>,
+//     on host aliases inside the launch.
+// Device-generic code among them calls DispatchStubs with the tensors' device
+// type; each stub's PrivateUse1 slot forwards to its CPU kernel
+// (EmuCpuStubs.cpp).
 #pragma once
 
 #include <ATen/EmptyTensor.h>
