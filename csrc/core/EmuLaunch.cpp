@@ -111,7 +111,9 @@ int run_kernel(void* user_data) {
 void launch_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel) {
   if (tls_kernel_device == stream.device_index() && tls_kernel_stream == stream.id()) {
     // Launched by a kernel running on this very stream (a native kernel whose
-    // CPU code calls other ops): it is part of that kernel, run it now.
+    // CPU code calls other ops): it is part of that kernel, run it now. The
+    // runtime would also run it in place (work submitted from inside running
+    // work); this skips the submit, device and stream switches of a launch.
     kernel();
     return;
   }

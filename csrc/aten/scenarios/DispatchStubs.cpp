@@ -17,9 +17,7 @@
 #include <ATen/native/DispatchStub.h>
 #include <ATen/native/Fill.h>
 #include <ATen/native/UnaryOps.h>
-#include <ATen/ops/abs_cpu_dispatch.h>
 #include <ATen/ops/abs_native.h>
-#include <ATen/ops/fill_cpu_dispatch.h>
 #include <ATen/ops/fill_native.h>
 #include <torch/library.h>
 
@@ -27,7 +25,6 @@
 #include <cmath>
 #include <iterator>
 
-#include "aten/EmuHostAlias.h"
 #include "core/EmuLaunch.h"
 #include "core/EmuStream.h"
 
@@ -38,9 +35,9 @@ c10::Stream stream_of(const at::TensorIteratorBase& iter) {
   return current_stream(iter.device().index());
 }
 
-// The dtypes the hand-written loops below cover; any other dtype runs CPU's
-// kernel on host aliases of the iterator's tensors. (A stub itself can only be
-// called from inside libtorch: DispatchStub's lookup is not exported.)
+// The dtypes the hand-written loops below cover; any other dtype runs the
+// stub's CPU kernel on the same iterator (emu memory is host memory; see
+// csrc/aten/kernels/EmuCpuStubs.cpp for why an extension can call it).
 constexpr at::ScalarType kFillTypes[] = {
     at::kByte, at::kChar, at::kShort, at::kInt, at::kLong, at::kFloat, at::kDouble, at::kComplexFloat,
     at::kComplexDouble, at::kBool, at::kHalf, at::kBFloat16};
@@ -57,10 +54,7 @@ bool handled(at::ScalarType dtype, const at::ScalarType (&types)[N]) {
 void emu_fill_kernel(at::TensorIterator& iter, const c10::Scalar& value) {
   launch_kernel(stream_of(iter), [&] {
     if (!handled(iter.dtype(), kFillTypes)) {
-      // float8 and other rare types: CPU's fill_ on a host alias.
-      HostAliases aliases;
-      at::Tensor out = aliases.alias(iter.tensor(0));
-      at::cpu::fill_(out, value);
+      at::native::fill_stub(c10::DeviceType::CPU, iter, value); // float8 and other rare types
       return;
     }
     AT_DISPATCH_V2(iter.dtype(), "emu_fill", AT_WRAP([&] {
@@ -80,10 +74,7 @@ void emu_abs_kernel(at::TensorIteratorBase& iter) {
   launch_kernel(stream_of(iter), [&] {
     const at::ScalarType dtype = iter.input_dtype();
     if (iter.dtype(0) != dtype || !handled(dtype, kAbsTypes)) {
-      // complex, bool, unsigned: CPU's abs.out on host aliases.
-      HostAliases aliases;
-      at::Tensor out = aliases.alias(iter.tensor(0));
-      at::cpu::abs_out(out, aliases.alias(iter.tensor(1)));
+      at::native::abs_stub(c10::DeviceType::CPU, iter); // complex, bool, unsigned
       return;
     }
     AT_DISPATCH_V2(dtype, "emu_abs", AT_WRAP([&] {
