@@ -12,10 +12,11 @@ if [ ! -x .venv/bin/python ]; then
 fi
 . .venv/bin/activate
 python -m pip install --quiet --upgrade pip
-# The C++ extension is ABI-bound to this exact torch.
-python -m pip install --quiet torch==2.13.0 numpy tqdm ninja setuptools wheel pytest sphinx myst-parser safetensors
+# The C++ extension is ABI-bound to this exact torch; it must be present before
+# the build (no build isolation), the rest comes from pyproject.toml.
+python -m pip install --quiet torch==2.13.0 ninja setuptools wheel
 start=$(date +%s)
-python -m pip install --quiet --no-build-isolation -e .
+python -m pip install --quiet --no-build-isolation -e ".[test]"
 echo "torch-emu built in $(( $(date +%s) - start )) s"
 
 if [ "${1:-}" != "--no-demo" ]; then

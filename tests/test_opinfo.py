@@ -17,21 +17,10 @@ import itertools
 import os
 import sys
 import types
-import unittest
 
 import pytest
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
-
-# common_utils imports ``expecttest`` (a dev-only dependency) at module level;
-# only its TestCase base and ACCEPT flag are used, so a stand-in is enough.
-try:
-    import expecttest  # noqa: F401
-except ImportError:  # pragma: no cover - depends on the environment
-    _stub = types.ModuleType("expecttest")
-    _stub.TestCase = unittest.TestCase
-    _stub.ACCEPT = False
-    sys.modules["expecttest"] = _stub
 
 from torch.testing._internal.common_methods_invocations import op_db  # noqa: E402
 
