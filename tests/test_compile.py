@@ -259,6 +259,26 @@ def test_max_autotune_no_cudagraphs(baseline_memory):
     torch.testing.assert_close(out.cpu(), mlp(x), **TOL)
 
 
+def test_backend_named_emu(baseline_memory):
+    """torch.compile(backend="emu"): listed by Dynamo, Inductor on emu, counts
+    one graph, honours mode/options like backend="inductor"."""
+    assert "emu" in torch._dynamo.list_backends()
+    torch.manual_seed(0)
+    mlp = nn.Sequential(nn.Linear(16, 16), nn.GELU(), nn.Linear(16, 4))
+    model = to(mlp, "emu")
+    x = torch.randn(8, 16)
+    counter = CompileCounterWithBackend("emu")
+    out, (code,) = run_and_get_code(torch.compile(model, backend=counter), x.to("emu"))
+    assert counter.frame_count == 1 and out.device == torch.device("emu:0")
+    assert "from torch_emu._C import _launch" in code  # emu's wrapper, not CPU's
+    torch.testing.assert_close(out.cpu(), mlp(x), **TOL)
+    tuned = torch.compile(to(mlp, "emu"), backend="emu", mode="max-autotune-no-cudagraphs")(x.to("emu"))
+    torch.testing.assert_close(tuned.cpu(), mlp(x), **TOL)
+    with pytest.raises(Exception, match="not_a_config_key"):
+        torch.compile(model, backend="emu", options={"not_a_config_key": 1})(x.to("emu"))
+    del out, tuned
+
+
 def test_custom_op_scaled_gelu(baseline_memory):
     def f(x):
         return torch.ops.emu.scaled_gelu(x * 2, 1.5).sum(dim=1)

@@ -40,3 +40,22 @@ def test_primary_context_follows_first_use():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["False", "True"]
+
+
+def test_device_capability_lists_dtypes_that_really_work():
+    """torch.accelerator.get_device_capability: every dtype it reports can be
+    allocated on emu and converted to and from float32 there, as on CPU."""
+    import pytest
+
+    caps = torch.accelerator.get_device_capability("emu:1")
+    dtypes = caps["supported_dtypes"]
+    assert {torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.bool, torch.complex64} <= set(dtypes)
+    assert not {torch.bits8, torch.int4, torch.uint3, torch.float4_e2m1fn_x2} & set(dtypes)  # no kernels anywhere
+    for dtype in dtypes:
+        src = torch.tensor([0.0, 1.0, 2.0])
+        on_emu = src.to("emu").to(dtype)
+        assert on_emu.dtype == dtype and on_emu.device.type == "emu"
+        torch.testing.assert_close(on_emu.float().cpu(), src.to(dtype).float(), rtol=0, atol=0, equal_nan=True)
+    assert torch.accelerator.get_device_capability() == torch.accelerator.get_device_capability("emu:0")
+    with pytest.raises(RuntimeError, match="emu"):
+        torch.accelerator.get_device_capability("emu:7")

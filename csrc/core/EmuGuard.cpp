@@ -60,6 +60,30 @@ struct EmuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
   // LITERALINCLUDE END: GUARD_IMPL
 
+  // LITERALINCLUDE START: GUARD_CAPABILITY
+  // torch.accelerator.get_device_capability: the dtypes a tensor can be
+  // allocated with and converted between on the device. Emu kernels are
+  // PyTorch's CPU kernels, so that is what CPU can do: every dtype but the
+  // placeholder ones that have no kernels anywhere, not even a copy.
+  // tests/test_hooks.py allocates and round-trips each reported dtype.
+  c10::DeviceCapability getDeviceCapability(c10::Device device) const override {
+    check_device_index(device.index() < 0 ? current_device() : device.index());
+    c10::DeviceCapability capability; // starts with every dtype
+    auto& types = capability.capability_data.supported_scalar_types;
+    types.has_Bits1x8 = types.has_Bits2x4 = types.has_Bits4x2 = 0;
+    types.has_Bits8 = types.has_Bits16 = 0;
+    types.has_UInt1 = types.has_UInt2 = types.has_UInt3 = types.has_UInt4 = 0;
+    types.has_UInt5 = types.has_UInt6 = types.has_UInt7 = 0;
+    types.has_Int1 = types.has_Int2 = types.has_Int3 = types.has_Int4 = 0;
+    types.has_Int5 = types.has_Int6 = types.has_Int7 = 0;
+    types.has_Float4_e2m1fn_x2 = 0;
+    // Quantized tensors do not exist on emu yet.
+    types.has_QInt8 = types.has_QUInt8 = types.has_QInt32 = 0;
+    types.has_QUInt4x2 = types.has_QUInt2x4 = 0;
+    return capability;
+  }
+  // LITERALINCLUDE END: GUARD_CAPABILITY
+
   // LITERALINCLUDE START: GUARD_STREAMS
   c10::Stream getStream(c10::Device device) const override {
     return current_stream(device.index());
