@@ -37,7 +37,7 @@ def storage_desc(obj: Union[torch.Tensor, torch.UntypedStorage, torch.TypedStora
     if isinstance(obj, torch.Tensor):
         obj = obj.untyped_storage()
     elif isinstance(obj, torch.TypedStorage):
-        obj = obj.untyped()
+        obj = obj._untyped_storage
     if not isinstance(obj, torch.UntypedStorage):
         raise TypeError(f"storage_desc expects an emu tensor or storage, got {type(obj).__name__}")
     storage_id, stream = _C._storage_desc(obj)
