@@ -146,6 +146,23 @@ def test_out_argument_grown_by_a_fallback_kernel():
     assert torch.allclose(out.cpu(), torch.erf(x.cpu()))
 
 
+def test_copy_on_write_clone_follows_its_memory():
+    # A lazy clone shares the block until written; writing gives it a block of
+    # its own, allocated on the stream current at that moment. PyTorch swaps
+    # the memory without telling the storage: the descriptor must still be right.
+    x = torch.arange(4.0, device="emu")
+    lazy = torch._lazy_clone(x)
+    assert storage_desc(lazy).id != storage_desc(x).id
+    assert storage_desc(lazy).stream == storage_desc(x).stream == torch.emu.default_stream()
+    side = torch.emu.Stream()
+    with torch.emu.stream(side):
+        lazy.add_(1)
+    torch.emu.synchronize()
+    assert storage_desc(lazy).stream == side
+    assert torch.equal(lazy.cpu(), torch.arange(1.0, 5.0))
+    assert torch.equal(x.cpu(), torch.arange(4.0))
+
+
 def test_copy_into_keeps_the_destination():
     dst = torch.zeros(4, device="emu")
     desc = storage_desc(dst)

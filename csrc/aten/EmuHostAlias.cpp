@@ -94,7 +94,7 @@ void HostAliases::sync_inputs() {
       // device (kernel-aware CPU allocator), so adopt it.
       c10::DataPtr data = cpu->set_data_ptr(c10::DataPtr(nullptr, c10::Device(c10::DeviceType::CPU)));
       data.unsafe_set_device(emu->device());
-      replace_storage_data(emu, std::move(data));
+      emu->set_data_ptr_noswap(std::move(data));
     }
     if (cpu->nbytes() != emu->nbytes()) {
       emu->set_nbytes(cpu->nbytes());

@@ -149,7 +149,7 @@ void resize_storage_bytes(c10::StorageImpl* storage, size_t new_bytes) {
                              native_stream(current_stream(storage->device().index()))));
   }
   // The old block goes back to the cache, ordered after the copy on this stream.
-  replace_storage_data(storage, std::move(data));
+  storage->set_data_ptr_noswap(std::move(data));
   storage->set_nbytes(new_bytes);
 }
 // LITERALINCLUDE END: RESIZE_STORAGE_BYTES

@@ -15,8 +15,11 @@ std::atomic<uint64_t> next_storage_id{1};
 EmuStorageImpl::EmuStorageImpl(use_byte_size_t, c10::SymInt size_bytes, c10::DataPtr data,
                                c10::Allocator* allocator, bool resizable)
     : c10::StorageImpl(use_byte_size_t(), std::move(size_bytes), std::move(data), allocator, resizable),
-      id(next_storage_id.fetch_add(1, std::memory_order_relaxed)),
-      stream_(device_allocator()->allocation_stream(data_ptr().get())) {}
+      id(next_storage_id.fetch_add(1, std::memory_order_relaxed)) {}
+
+std::optional<c10::Stream> EmuStorageImpl::stream() const {
+  return device_allocator()->allocation_stream(data_ptr().get());
+}
 // LITERALINCLUDE END: STORAGE_IMPL_CTOR
 
 // LITERALINCLUDE START: STORAGE_IMPL_CREATE
@@ -57,14 +60,5 @@ c10::Storage emu_storage(c10::DataPtr data, size_t nbytes) {
 const EmuStorageImpl* emu_storage_impl(const c10::Storage& storage) {
   return dynamic_cast<const EmuStorageImpl*>(storage.unsafeGetStorageImpl());
 }
-
-// LITERALINCLUDE START: REPLACE_STORAGE_DATA
-void replace_storage_data(c10::StorageImpl* storage, c10::DataPtr data) {
-  if (auto* emu = dynamic_cast<EmuStorageImpl*>(storage)) {
-    emu->stream_ = device_allocator()->allocation_stream(data.get());
-  }
-  storage->set_data_ptr_noswap(std::move(data));
-}
-// LITERALINCLUDE END: REPLACE_STORAGE_DATA
 
 } // namespace torch_emu

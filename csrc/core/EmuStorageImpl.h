@@ -30,15 +30,11 @@ struct EmuStorageImpl final : c10::StorageImpl {
 
   // The stream the device memory was allocated on: the stream whose cache the
   // caching allocator returns it to, and the one record_stream() is relative
-  // to. nullopt for memory the emu allocator did not hand out as a block (a
-  // slice of another storage: storage[2:5]).
-  std::optional<c10::Stream> stream() const {
-    return stream_;
-  }
-
- private:
-  friend void replace_storage_data(c10::StorageImpl* storage, c10::DataPtr data);
-  std::optional<c10::Stream> stream_;
+  // to. nullopt when the storage owns no block (zero bytes, or a slice of
+  // another storage: storage[2:5]). Asked of the allocator, not copied here:
+  // a storage's memory can be replaced without the storage being told
+  // (PyTorch's copy-on-write materialisation), and a copy would go stale.
+  std::optional<c10::Stream> stream() const;
 };
 // LITERALINCLUDE END: STORAGE_IMPL
 
@@ -49,9 +45,5 @@ c10::Storage emu_storage(c10::DataPtr data, size_t nbytes);
 // The emu descriptor of `storage`, or nullptr for a storage created
 // elsewhere (a CPU storage, at::from_blob over emu memory).
 const EmuStorageImpl* emu_storage_impl(const c10::Storage& storage);
-
-// Gives `storage` new device memory (resize_, an out= argument a kernel
-// grew) and keeps its descriptor in step. The caller sets the new size.
-void replace_storage_data(c10::StorageImpl* storage, c10::DataPtr data);
 
 } // namespace torch_emu
