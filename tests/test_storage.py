@@ -224,6 +224,9 @@ def test_storage_slice_wraps_existing_memory():
     desc = storage_desc(part)
     assert desc.id != storage_desc(storage).id and desc.stream is None
     assert part.tolist() == [2, 3, 4]
+    head = storage[0:3]  # starts the other storage's block: the block's stream
+    assert storage_desc(head).id != storage_desc(storage).id
+    assert storage_desc(head).stream == storage_desc(storage).stream
 
 
 def test_storage_and_tensor_metadata_are_different_levels():
