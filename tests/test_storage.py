@@ -108,6 +108,11 @@ def test_set_keeps_the_source_descriptor():
     b = torch.empty(0, device="emu").set_(src)
     assert storage_desc(a) == desc and storage_desc(b) == desc
     assert torch.equal(a.cpu(), torch.arange(10.0).as_strided((2, 3), (3, 1), 2))
+    # A view that needs more bytes grows the shared storage, as on CPU.
+    small = torch.ones(2, device="emu")
+    grown = torch.empty(0, device="emu").set_(small.untyped_storage(), 0, (4,), (1,))
+    assert storage_desc(grown) == storage_desc(small) and small.untyped_storage().nbytes() == 16
+    assert torch.equal(grown[:2].cpu(), torch.ones(2))
     empty = torch.empty(3, device="emu").set_()
     assert storage_desc(empty).stream is None  # owns no memory yet
     assert empty.shape == (0,)
@@ -271,3 +276,19 @@ def test_negative_size_and_pinned_emu_are_clear_errors():
         torch.empty(2, 3, device="emu", memory_format=torch.preserve_format)
     with pytest.raises(RuntimeError, match="Trying to resize storage that is not resizable"):
         torch.arange(8, dtype=torch.uint8, device="emu").untyped_storage()[2:5].resize_(10)
+
+
+@pytest.mark.parametrize(
+    "target, source",
+    [("emu:0", "cpu"), ("cpu", "emu:0"), ("emu:0", "emu:1")],
+    ids=["emu_tensor_cpu_storage", "cpu_tensor_emu_storage", "other_emu_device"],
+)
+def test_set_to_a_storage_on_another_device(target, source):
+    storage = torch.ones(2, device=source).untyped_storage()
+    with pytest.raises(RuntimeError, match=f'on device "{target}" to a storage on different device "{source}"'):
+        torch.empty(0, device=target).set_(storage)
+
+
+def test_storage_copy_of_another_size():
+    with pytest.raises(RuntimeError, match="size does not match, self was 16 bytes but src was 8 bytes"):
+        torch.ones(4, device="emu").untyped_storage().copy_(torch.ones(2).untyped_storage())
