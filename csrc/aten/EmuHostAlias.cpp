@@ -3,6 +3,7 @@
 #include <c10/core/CPUAllocator.h>
 
 #include "core/EmuDeviceAllocator.h"
+#include "core/EmuStorageImpl.h"
 
 namespace torch_emu {
 namespace {
@@ -74,8 +75,7 @@ at::Tensor HostAliases::to_emu(const at::Tensor& cpu, c10::DeviceIndex device) {
     // Allocated inside the kernel: take the memory over as an emu storage.
     c10::DataPtr data = cpu_storage->set_data_ptr(c10::DataPtr(nullptr, c10::Device(c10::DeviceType::CPU)));
     data.unsafe_set_device(c10::Device(c10::DeviceType::PrivateUse1, device));
-    c10::Storage emu(c10::Storage::use_byte_size_t(), cpu_storage->nbytes(), std::move(data),
-                     device_allocator(), /*resizable=*/true);
+    c10::Storage emu = emu_storage(std::move(data), cpu_storage->nbytes());
     // Other outputs sharing this storage must map to the same emu storage.
     storages_.push_back({emu, cpu.storage()});
     return tensor_on(std::move(emu), c10::DispatchKey::PrivateUse1, cpu);

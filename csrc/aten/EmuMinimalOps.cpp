@@ -13,6 +13,7 @@
 #include "aten/EmuOps.h"
 #include "core/EmuDeviceAllocator.h"
 #include "core/EmuException.h"
+#include "core/EmuStorageImpl.h"
 #include "core/EmuStream.h"
 
 namespace torch_emu {
@@ -27,23 +28,48 @@ c10::DeviceIndex device_index_or_current(std::optional<at::Device> device) {
 } // namespace
 
 // LITERALINCLUDE START: OP_EMPTY
+namespace {
+
+// A tensor of `dtype` on a new emu storage of `nbytes`, allocated on the
+// current stream of the device `device` names (the current device if it has
+// no index). Its sizes are still those of an empty tensor ([0]).
+at::Tensor on_new_storage(size_t nbytes, at::ScalarType dtype, std::optional<at::Device> device) {
+  const c10::DeviceGuard guard(at::Device(c10::DeviceType::PrivateUse1, device_index_or_current(device)));
+  if (dtype == at::kComplexHalf) {
+    TORCH_WARN_ONCE("ComplexHalf support is experimental and many operators don't support it yet.");
+  }
+  return at::detail::make_tensor<c10::TensorImpl>(emu_storage(device_allocator()->allocate(nbytes), nbytes),
+                                                  kEmuKeys, c10::scalarTypeToTypeMeta(dtype));
+}
+
+} // namespace
+
 at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
                                std::optional<at::Layout> layout, std::optional<at::Device> device,
                                std::optional<bool> pin_memory,
                                std::optional<at::MemoryFormat> memory_format) {
   TORCH_CHECK(!pin_memory.has_value() || !*pin_memory, "Only dense CPU tensors can be pinned");
-  const c10::DeviceGuard guard(at::Device(c10::DeviceType::PrivateUse1, device_index_or_current(device)));
-  return at::detail::empty_generic(size, device_allocator(), kEmuKeys,
-                                   c10::dtype_or_default(dtype), memory_format);
+  at::detail::check_size_nonnegative(size);
+  const at::ScalarType scalar_type = c10::dtype_or_default(dtype);
+  at::Tensor out = on_new_storage(
+      at::detail::computeStorageNbytesContiguous(size, c10::elementSize(scalar_type)), scalar_type, device);
+  out.unsafeGetTensorImpl()->set_sizes_contiguous(size);
+  if (memory_format.has_value() && *memory_format != at::MemoryFormat::Contiguous) {
+    out.unsafeGetTensorImpl()->empty_tensor_restride(*memory_format);
+  }
+  return out;
 }
 
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
                          std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
                          std::optional<at::Device> device, std::optional<bool> pin_memory) {
   TORCH_CHECK(!pin_memory.has_value() || !*pin_memory, "Only dense CPU tensors can be pinned");
-  const c10::DeviceGuard guard(at::Device(c10::DeviceType::PrivateUse1, device_index_or_current(device)));
-  return at::detail::empty_strided_generic(size, stride, device_allocator(), kEmuKeys,
-                                           c10::dtype_or_default(dtype));
+  at::detail::check_size_nonnegative(size);
+  const at::ScalarType scalar_type = c10::dtype_or_default(dtype);
+  at::Tensor out = on_new_storage(
+      at::detail::computeStorageNbytes(size, stride, c10::elementSize(scalar_type)), scalar_type, device);
+  out.unsafeGetTensorImpl()->set_sizes_and_strides(size, stride);
+  return out;
 }
 // LITERALINCLUDE END: OP_EMPTY
 
@@ -85,7 +111,7 @@ at::Tensor& set_source_storage_offset(at::Tensor& self, at::Storage source, int6
 
 // set_() with no source: an empty tensor on a fresh, empty storage.
 at::Tensor& set_empty(at::Tensor& self) {
-  c10::Storage storage(c10::Storage::use_byte_size_t(), 0, device_allocator(), /*resizable=*/true);
+  c10::Storage storage = emu_storage(device_allocator()->allocate(0), 0);
   return set_source_storage_offset(self, std::move(storage), 0, {0}, {});
 }
 // LITERALINCLUDE END: OP_SET

@@ -419,14 +419,9 @@ void EmuDeviceAllocator::recordStream(const c10::DataPtr& ptr, c10::Stream strea
   if (ptr.get() == nullptr || ptr.get_deleter() != &deleter) {
     return; // empty, or not our memory
   }
-  Block* block = nullptr;
-  {
-    std::lock_guard<std::mutex> guard(blocks_mutex_);
-    auto it = allocated_blocks_.find(ptr.get());
-    if (it == allocated_blocks_.end()) {
-      return;
-    }
-    block = it->second;
+  Block* block = find_block(ptr.get());
+  if (block == nullptr) {
+    return;
   }
   DeviceCache& dc = cache(block->stream.device_index());
   std::lock_guard<std::mutex> guard(dc.mutex);
@@ -435,6 +430,21 @@ void EmuDeviceAllocator::recordStream(const c10::DataPtr& ptr, c10::Stream strea
   }
 }
 // LITERALINCLUDE END: DEVICE_ALLOCATOR_RECORD_STREAM_API
+
+Block* EmuDeviceAllocator::find_block(const void* ptr) {
+  std::lock_guard<std::mutex> guard(blocks_mutex_);
+  auto it = allocated_blocks_.find(const_cast<void*>(ptr));
+  return it == allocated_blocks_.end() ? nullptr : it->second;
+}
+
+std::optional<c10::Stream> EmuDeviceAllocator::allocation_stream(const void* ptr) {
+  if (ptr == nullptr) {
+    return std::nullopt;
+  }
+  // A block's stream never changes while it is allocated.
+  const Block* block = find_block(ptr);
+  return block != nullptr ? std::optional<c10::Stream>(block->stream) : std::nullopt;
+}
 
 c10::CachingDeviceAllocator::DeviceStats EmuDeviceAllocator::getDeviceStats(
     c10::DeviceIndex device) {

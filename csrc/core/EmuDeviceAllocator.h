@@ -13,6 +13,7 @@
 #include <c10/util/flat_hash_map.h>
 
 #include <mutex>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -39,7 +40,12 @@ class EmuDeviceAllocator final : public c10::DeviceAllocator {
   void resetPeakStats(c10::DeviceIndex device) override;
   std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override;
 
+  // The stream the block starting at `ptr` was allocated on; nullopt if no
+  // allocated block starts there. The caller keeps the block alive.
+  std::optional<c10::Stream> allocation_stream(const void* ptr);
+
  private:
+  Block* find_block(const void* ptr); // the allocated block starting at `ptr`
   static void deleter(void* ptr); // the DataPtr deleter: back to the cache
   void free(void* ptr);
   DeviceCache& cache(c10::DeviceIndex device);
