@@ -192,7 +192,8 @@ def test_autograd_through_native_kernels():
         loss = F.cross_entropy(logits, target.to(device))
         loss = loss + F.mse_loss(conv(image.to(device)), torch.zeros(2, 2, 3, 3, device=device))
         loss.backward()
-        grads = [p.grad.cpu() for m in mods for p in m.parameters()]
+        # copies: on CPU, .cpu() is the grad itself, which the next .to("emu") moves in place
+        grads = [p.grad.to("cpu", copy=True) for m in mods for p in m.parameters()]
         return loss.detach().cpu(), grads
 
     cpu_loss, cpu_grads = loss_and_grads("cpu")
