@@ -215,10 +215,10 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> fused_attention_backward(
   const std::optional<Tensor> bias = attn_bias.defined() ? std::optional<Tensor>(attn_bias) : std::nullopt;
   check_fused_inputs(query, key, value, bias, dropout_p);
   return kernel::run_on(device, [&] {
-    // CPU's kernel reads the output gradient with the output's strides
-    // (autograd may hand in an expanded one); it accumulates into zeroed
-    // gradients laid out like the inputs, as the meta function has them.
-    const Tensor go = grad_out.strides() == out.strides() ? grad_out : at::empty_like(out).copy_(grad_out);
+    // CPU's kernel reads the output gradient along the head dim with unit
+    // stride (autograd may hand in an expanded one); it accumulates into
+    // zeroed gradients laid out like the inputs, as the meta function has them.
+    const Tensor go = grad_out.stride(-1) == 1 ? grad_out : grad_out.contiguous();
     Tensor grad_q = at::zeros_like(query), grad_k = at::zeros_like(key), grad_v = at::zeros_like(value);
     at::native::flash_attention_backward_kernel(
         c10::DeviceType::CPU, grad_q.transpose(1, 2), grad_k.transpose(1, 2), grad_v.transpose(1, 2),
