@@ -119,6 +119,7 @@ def test_chooser_picks_overrideable_when_the_kernel_can_and_math_otherwise():
     assert choice(*qkv(e=32)[:2], rand(2, 4, 20, 16)) == MATH  # value head dim differs
     assert choice(q, k, v, attn_mask=rand(3, 16, 20)) == MATH  # mask does not broadcast
     assert choice(*qkv(dtype=torch.float64)) == OVERRIDEABLE
+    assert choice(*qkv(dtype=torch.float16)) == OVERRIDEABLE
     with sdpa_kernel([SDPBackend.MATH]):
         assert choice(q, k, v) == MATH
 

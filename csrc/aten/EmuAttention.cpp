@@ -48,9 +48,10 @@ std::string fused_unsupported(const sdp::sdp_params& p) {
                     k.dim(), "-D and ", v.dim(), "-D");
   }
   const auto dtype = q.scalar_type();
-  if (!at::isFloatingType(dtype) || k.scalar_type() != dtype || v.scalar_type() != dtype) {
-    return c10::str("query, key and value must have one floating dtype, got ", q.scalar_type(), ", ",
-                    k.scalar_type(), " and ", v.scalar_type());
+  const bool kernel_dtype = dtype == at::kFloat || dtype == at::kDouble || dtype == at::kBFloat16 || dtype == at::kHalf;
+  if (!kernel_dtype || k.scalar_type() != dtype || v.scalar_type() != dtype) {
+    return c10::str("query, key and value must have one dtype of float32, float64, bfloat16 or float16, got ",
+                    q.scalar_type(), ", ", k.scalar_type(), " and ", v.scalar_type());
   }
   if (p.dropout > 0.0) {
     return "dropout_p > 0 is not supported (CPU's flash kernel has no dropout; SDPBackend.MATH has it)";
