@@ -111,8 +111,11 @@ def test_chooser_picks_overrideable_when_the_kernel_can_and_math_otherwise():
     assert choice(q, k, v, attn_mask=rand(16, 20), is_causal=False, scale=0.5) == OVERRIDEABLE
     assert choice(*qkv(h=8, hk=2), enable_gqa=True) == OVERRIDEABLE
     assert choice(*qkv(dtype=torch.bfloat16)) == OVERRIDEABLE
-    # What CPU's flash kernel cannot do goes to MATH.
+    # Dropout: MATH first (faster than emu's dropout kernel), unless disabled.
     assert choice(q, k, v, dropout_p=0.1) == MATH
+    with sdpa_kernel([SDPBackend.OVERRIDEABLE]):
+        assert choice(q, k, v, dropout_p=0.1, is_causal=True) == OVERRIDEABLE
+    # What the fused kernels cannot do goes to MATH.
     assert choice(*qkv(h=8, hk=2)) == MATH  # fewer key heads without enable_gqa
     assert choice(q[0], k[0], v[0]) == MATH  # 3-D
     assert choice(q.transpose(2, 3).contiguous().transpose(2, 3), k, v) == MATH  # head dim not unit-stride
@@ -127,8 +130,8 @@ def test_chooser_picks_overrideable_when_the_kernel_can_and_math_otherwise():
 def test_forcing_overrideable_on_unsupported_inputs_names_the_reason(baseline_memory):
     q, k, v = (t.to("emu") for t in qkv())
     with sdpa_kernel([SDPBackend.OVERRIDEABLE]):
-        with pytest.raises(RuntimeError, match="OVERRIDEABLE cannot run these inputs: dropout_p > 0"):
-            F.scaled_dot_product_attention(q, k, v, dropout_p=0.2)
+        with pytest.raises(RuntimeError, match="OVERRIDEABLE cannot run these inputs: query, key and value must be 4-D"):
+            F.scaled_dot_product_attention(q[0], k[0], v[0])
         with pytest.raises(RuntimeError, match="one number of heads"):
             F.scaled_dot_product_attention(q, k[:, :2], v[:, :2])
         with pytest.raises(RuntimeError, match="one head dim"):
@@ -157,8 +160,8 @@ def test_bad_inputs_are_clear_errors(baseline_memory):
         op(eq, k, ev)
     with pytest.raises(RuntimeError, match="emu:0 and emu:1"):
         op(eq, ek, ev.to("emu:1"))
-    with pytest.raises(RuntimeError, match="dropout_p > 0"):
-        op(eq, ek, ev, dropout_p=0.5)
+    with pytest.raises(RuntimeError, match=r"dropout_p must be in \[0, 1\), got 1"):
+        op(eq, ek, ev, dropout_p=1.0)
     with pytest.raises(RuntimeError, match="converts boolean masks"):
         op(eq, ek, ev, torch.ones(16, 20, dtype=torch.bool, device="emu"))
     with pytest.raises(RuntimeError, match="return_debug_mask"):
@@ -191,25 +194,59 @@ def test_operator_outputs_and_backward_match_cpu_flash(baseline_memory):
     assert dmask.shape == mask.shape
 
 
-def test_dropout_runs_math_deterministic_for_a_seed_and_unbiased(baseline_memory):
+@pytest.mark.parametrize("backend", [SDPBackend.OVERRIDEABLE, SDPBackend.MATH], ids=["overrideable", "math"])
+def test_dropout_is_deterministic_for_a_seed_and_unbiased(baseline_memory, backend):
     # q = k = 0 attends uniformly, so with v = 1 every output element is the
     # kept fraction of its row scaled by 1 / (1 - p): 1 on average.
     q = torch.zeros(4, 4, 64, 16, device="emu")
     v = torch.ones(4, 4, 64, 16, device="emu")
     outs = []
-    torch.manual_seed(3)
-    names = op_names(lambda: outs.append(F.scaled_dot_product_attention(q, q, v, dropout_p=0.3)))
-    torch.manual_seed(3)
-    again = F.scaled_dot_product_attention(q, q, v, dropout_p=0.3)
-    other = F.scaled_dot_product_attention(q, q, v, dropout_p=0.3)
+    with sdpa_kernel([backend]):
+        torch.manual_seed(3)
+        names = op_names(lambda: outs.append(F.scaled_dot_product_attention(q, q, v, dropout_p=0.3)))
+        torch.manual_seed(3)
+        again = F.scaled_dot_product_attention(q, q, v, dropout_p=0.3)
+        other = F.scaled_dot_product_attention(q, q, v, dropout_p=0.3)
     out = outs[0].cpu()
-    assert MATH_OP in names and not FUSED_OPS & names
+    assert (FUSED_OPS & names if backend == SDPBackend.OVERRIDEABLE else MATH_OP in names)
     assert torch.equal(out, again.cpu()) and not torch.equal(out, other.cpu())
     assert abs(out.mean().item() - 1.0) < 0.02
     kept = out[..., 0] * (1 - 0.3) * 64  # kept keys per row ~ Binomial(64, 0.7)
     assert abs(kept.mean().item() - 0.7 * 64) < 1.0
     assert abs(kept.var().item() - 64 * 0.7 * 0.3) < 4.0
 
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+@pytest.mark.parametrize("kwargs", [{}, {"is_causal": True}, {"mask": True}, {"enable_gqa": True}],
+                         ids=["plain", "causal", "float_mask", "gqa"])
+def test_fused_dropout_equals_math_with_the_same_dropout_mask(dtype, kwargs):
+    """With value = identity the output is the dropped attention matrix
+    P * Z / (1 - p), so the kernel's dropout mask Z can be read off it; math
+    given that mask must agree in output and every gradient."""
+    kwargs = dict(kwargs)
+    p, s, hk = 0.3, 8, 2 if kwargs.get("enable_gqa") else 4
+    q, k = rand(2, 4, 6, s, dtype=dtype), rand(2, hk, s, s, dtype=dtype, seed=1)
+    v = torch.eye(s, dtype=dtype).expand(2, hk, s, s).contiguous()
+    mask = rand(6, s, dtype=dtype, seed=2) if kwargs.pop("mask", False) else None
+    grad = rand(2, 4, 6, s, dtype=dtype, seed=3)
+    leaves = [t.to("emu").requires_grad_() for t in (q, k, v, *([mask] if mask is not None else []))]
+    with sdpa_kernel([SDPBackend.OVERRIDEABLE]):
+        out = F.scaled_dot_product_attention(*leaves[:3], attn_mask=leaves[3] if mask is not None else None,
+                                             dropout_p=p, **kwargs)
+    out.backward(grad.to("emu"))
+    kept = out.detach().cpu() != 0
+    assert 0.5 < kept[..., 0].float().mean() < 0.9  # first key: never causally masked
+    ref_leaves = [t.clone().requires_grad_() for t in (q, k, v, *([mask] if mask is not None else []))]
+    group = 4 // hk
+    ref, _ = torch.ops.aten._scaled_dot_product_attention_math(
+        ref_leaves[0], ref_leaves[1].repeat_interleave(group, 1), ref_leaves[2].repeat_interleave(group, 1),
+        ref_leaves[3] if mask is not None else None, p, kwargs.get("is_causal", False), kept,
+    )
+    ref.backward(grad)
+    tol = {} if dtype == torch.float32 else {"atol": 2e-2, "rtol": 2e-2}
+    torch.testing.assert_close(out.detach().cpu(), ref.detach(), **tol)
+    for a, e in zip(leaves, ref_leaves, strict=True):
+        torch.testing.assert_close(a.grad.cpu(), e.grad, **tol)
 
 
 def test_memory_returns_to_baseline_after_fused_forward_and_backward(baseline_memory):

@@ -3,11 +3,12 @@
 // out-of-tree device PyTorch reserves SDPBackend::overrideable and two
 // operators, _scaled_dot_product_fused_attention_overrideable and its
 // backward, with no CPU kernel for the fallback to run. Emu's chooser picks
-// them whenever its kernel supports the inputs and MATH otherwise; the kernels
+// them whenever its kernels support the inputs and MATH otherwise; the kernels
 // run CPU's flash attention (the code behind
 // _scaled_dot_product_flash_attention_for_cpu) on device memory, as one launch
-// on the current stream. Everything here is required for attention to work at
-// all, so it is registered statically.
+// on the current stream, and emu's own fused kernel when there is dropout
+// (EmuAttentionDropout.h), which CPU's has not. Everything here is required
+// for attention to work at all, so it is registered statically.
 #include <ATen/Context.h>
 #include <ATen/OpMathType.h>
 #include <ATen/native/transformers/attention.h>
@@ -17,14 +18,17 @@
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/repeat_interleave.h>
+#include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/zeros.h>
 #include <ATen/ops/zeros_like.h>
 #include <c10/util/StringUtil.h>
 #include <torch/library.h>
 
 #include <limits>
+#include <mutex>
 #include <string>
 
+#include "aten/EmuAttentionDropout.h"
 #include "aten/kernels/EmuKernel.h"
 
 namespace torch_emu {
@@ -33,11 +37,11 @@ namespace {
 using at::Tensor;
 
 // LITERALINCLUDE START: CONSTRAINTS
-// Why emu's fused kernel cannot run these inputs, or "" if it can. The kernel
-// is CPU's flash attention: dense 4-D inputs with one head dim and a unit
-// stride along it, floating dtypes, causal and additive masks that broadcast
-// to (batch, heads, L, S), grouped-query attention. It has no dropout, so
-// dropout goes to MATH.
+// Why emu's fused kernels cannot run these inputs, or "" if they can: dense
+// 4-D inputs with one head dim and a unit stride along it, floating dtypes,
+// causal and additive masks that broadcast to (batch, heads, L, S),
+// grouped-query attention, dropout. CPU's flash kernel takes all but dropout,
+// emu's dropout kernel (EmuAttentionDropout.h) the same with dropout.
 std::string fused_unsupported(const sdp::sdp_params& p) {
   const Tensor &q = p.query, &k = p.key, &v = p.value;
   if (q.is_nested() || k.is_nested() || v.is_nested()) {
@@ -53,8 +57,8 @@ std::string fused_unsupported(const sdp::sdp_params& p) {
     return c10::str("query, key and value must have one dtype of float32, float64, bfloat16 or float16, got ",
                     q.scalar_type(), ", ", k.scalar_type(), " and ", v.scalar_type());
   }
-  if (p.dropout > 0.0) {
-    return "dropout_p > 0 is not supported (CPU's flash kernel has no dropout; SDPBackend.MATH has it)";
+  if (p.dropout < 0.0 || p.dropout >= 1.0) {
+    return c10::str("dropout_p must be in [0, 1), got ", p.dropout);
   }
   if (q.sym_size(0) != k.sym_size(0) || q.sym_size(0) != v.sym_size(0)) {
     return c10::str("query, key and value must have one batch size, got ", q.sizes(), ", ", k.sizes(), " and ",
@@ -99,14 +103,17 @@ std::string fused_unsupported(const sdp::sdp_params& p) {
 // aten::_fused_sdp_choice operator. Like CUDA's chooser it honours
 // torch.nn.attention.sdpa_kernel (the global context's enabled backends) and
 // fails with the reason when no enabled backend can run the inputs. Its order
-// is fixed, fused kernel first, as CPU's and XPU's are.
+// is fixed, as CPU's and XPU's are: the fused kernels first, except that with
+// dropout MATH comes first when enabled, because emu's dropout kernel is a
+// row-at-a-time loop, slower than MATH's batched matmuls (bench_attention.py).
 int64_t fused_sdp_choice(const Tensor& query, const Tensor& key, const Tensor& value,
                          const std::optional<Tensor>& attn_mask, double dropout_p, bool is_causal,
                          std::optional<double> scale, bool enable_gqa) {
   const sdp::sdp_params params{query, key, value, attn_mask, dropout_p, is_causal, enable_gqa};
   const at::Context& ctx = at::globalContext();
   const std::string fused_not = fused_unsupported(params);
-  if (ctx.userEnabledOverrideableSDP() && fused_not.empty()) {
+  const bool math_first = dropout_p > 0.0 && ctx.userEnabledMathSDP();
+  if (ctx.userEnabledOverrideableSDP() && fused_not.empty() && !math_first) {
     return static_cast<int64_t>(sdp::SDPBackend::overrideable);
   }
   if (ctx.userEnabledMathSDP()) {
@@ -152,6 +159,14 @@ std::optional<Tensor> kernel_mask(const std::optional<Tensor>& bias) {
   return mask;
 }
 
+// A seed for the dropout mask from the device's default generator (its CPU
+// generator: the state torch.manual_seed and get_rng_state see).
+uint64_t draw_seed(c10::DeviceIndex device) {
+  at::Generator gen = cpu_generator_for(std::nullopt, device);
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get<at::CPUGeneratorImpl>()->random64();
+}
+
 // LITERALINCLUDE START: OP_FORWARD
 std::tuple<Tensor, Tensor, Tensor, Tensor, c10::SymInt, c10::SymInt, Tensor, Tensor, Tensor> fused_attention(
     const Tensor& query, const Tensor& key, const Tensor& value, const std::optional<Tensor>& attn_bias,
@@ -162,19 +177,30 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, c10::SymInt, c10::SymInt, Tensor, Ten
               "_scaled_dot_product_fused_attention_overrideable on emu: return_debug_mask=True is not supported (the "
               "fused kernel never forms the attention matrix)");
   // The output in the query's layout and a (batch, heads, L) logsumexp, as
-  // the operator's meta function allocates them; CPU's kernel takes both
-  // with the sequence dim before the heads.
+  // the operator's meta function allocates them.
   Tensor out = at::empty_like(query);
   Tensor logsumexp =
       at::empty({query.size(0), query.size(1), query.size(2)}, query.options().dtype(at::toOpMathType(query.scalar_type())));
+  if (dropout_p > 0.0) {
+    // The dropout mask is keyed by a seed drawn from the device's generator:
+    // the same torch.manual_seed gives the same mask, and the backward
+    // replays it from the saved seed.
+    const uint64_t seed = draw_seed(device);
+    kernel::run_on(device, [&] {
+      dropout_attention_forward(out, logsumexp, query, key, value, attn_bias, dropout_p, is_causal,
+                                sdp::calculate_scale(query, scale).expect_float(), seed);
+    });
+    return {out, logsumexp, Tensor(), Tensor(), query.sym_size(2), key.sym_size(2),
+            at::scalar_tensor(static_cast<int64_t>(seed), at::kLong), at::zeros({}, at::kLong), Tensor()};
+  }
+  // CPU's kernel takes output and logsumexp with the sequence dim before the
+  // heads. Without dropout there is no random state: seed and offset are 0.
   kernel::run_on(device, [&] {
     at::native::flash_attention_kernel(c10::DeviceType::CPU, out.transpose(1, 2), logsumexp.transpose(1, 2), query,
                                        key, value, dropout_p, is_causal, kernel_mask(attn_bias), scale);
   });
-  // No dropout, so no random state for the backward to replay: seed and
-  // offset are zeros.
-  const Tensor seed = at::zeros({}, at::kLong), offset = at::zeros({}, at::kLong);
-  return {out, logsumexp, Tensor(), Tensor(), query.sym_size(2), key.sym_size(2), seed, offset, Tensor()};
+  return {out, logsumexp, Tensor(), Tensor(), query.sym_size(2), key.sym_size(2), at::zeros({}, at::kLong),
+          at::zeros({}, at::kLong), Tensor()};
 }
 // LITERALINCLUDE END: OP_FORWARD
 
@@ -216,16 +242,33 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> fused_attention_backward(
   const std::optional<Tensor> bias = attn_bias.defined() ? std::optional<Tensor>(attn_bias) : std::nullopt;
   check_fused_inputs(query, key, value, bias, dropout_p);
   return kernel::run_on(device, [&] {
-    // CPU's kernel reads the output gradient along the head dim with unit
-    // stride (autograd may hand in an expanded one); it accumulates into
-    // zeroed gradients laid out like the inputs, as the meta function has them.
+    // Both kernels read the output gradient along the head dim with unit
+    // stride (autograd may hand in an expanded one).
     const Tensor go = grad_out.stride(-1) == 1 ? grad_out : grad_out.contiguous();
-    Tensor grad_q = at::zeros_like(query), grad_k = at::zeros_like(key), grad_v = at::zeros_like(value);
+    Tensor grad_q, grad_k, grad_v, grad_bias;
+    if (dropout_p > 0.0) {
+      // Emu's kernel writes every gradient element and, for the mask, the
+      // gradient of the scores.
+      grad_q = at::empty_like(query), grad_k = at::empty_like(key), grad_v = at::empty_like(value);
+      const bool mask_grad = grad_input_mask[3] && bias.has_value();
+      const Tensor grad_scores = mask_grad ? at::zeros({query.size(0), query.size(1), query.size(2), key.size(2)},
+                                                       logsumexp.options())
+                                           : Tensor();
+      dropout_attention_backward(grad_q, grad_k, grad_v, grad_scores, go, query, key, value, out, logsumexp, bias,
+                                 dropout_p, is_causal, sdp::calculate_scale(query, scale).expect_float(),
+                                 static_cast<uint64_t>(philox_seed.item<int64_t>()));
+      if (mask_grad) {
+        grad_bias = grad_scores.sum_to_size(attn_bias.sizes()).to(attn_bias.scalar_type());
+      }
+      return std::make_tuple(grad_q, grad_k, grad_v, grad_bias);
+    }
+    // CPU's kernel accumulates into zeroed gradients, laid out like the
+    // inputs as the meta function has them.
+    grad_q = at::zeros_like(query), grad_k = at::zeros_like(key), grad_v = at::zeros_like(value);
     at::native::flash_attention_backward_kernel(
         c10::DeviceType::CPU, grad_q.transpose(1, 2), grad_k.transpose(1, 2), grad_v.transpose(1, 2),
         go.transpose(1, 2), query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), out.transpose(1, 2),
         logsumexp.transpose(1, 2), dropout_p, is_causal, kernel_mask(bias), scale);
-    Tensor grad_bias;
     if (grad_input_mask[3] && bias.has_value()) {
       grad_bias = bias_grad(go, query, key, value, attn_bias, out, logsumexp, is_causal, scale);
     }
