@@ -68,6 +68,7 @@ Tensor in_acc(const Tensor& t) {
   return t.scalar_type() == acc ? t : t.to(acc);
 }
 
+// LITERALINCLUDE START: ROW_DROPOUT
 // The dropout mask of one query row: Philox keyed by (seed, row), one draw
 // per key in order, kept with probability 1 - p.
 struct RowDropout {
@@ -79,6 +80,7 @@ struct RowDropout {
   at::Philox4_32 rng;
   uint64_t threshold;
 };
+// LITERALINCLUDE END: ROW_DROPOUT
 
 struct Shape {
   explicit Shape(const Tensor& q, const Tensor& k, bool is_causal)
@@ -92,6 +94,7 @@ struct Shape {
   bool is_causal;
 };
 
+// LITERALINCLUDE START: DROPOUT_FORWARD
 template <typename scalar_t>
 void forward_impl(const Tensor& out, const Tensor& logsumexp, const Tensor& q, const Tensor& k, const Tensor& v,
                   const std::optional<Tensor>& mask_, double p, bool is_causal, double scale, uint64_t seed) {
@@ -136,6 +139,7 @@ void forward_impl(const Tensor& out, const Tensor& logsumexp, const Tensor& q, c
     }
   });
 }
+// LITERALINCLUDE END: DROPOUT_FORWARD
 
 template <typename scalar_t>
 void backward_impl(const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v, const Tensor& grad_scores,
