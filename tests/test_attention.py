@@ -34,6 +34,12 @@ def qkv(b=2, h=4, lq=16, lk=20, e=32, hk=None, dtype=torch.float32, seq_first=Fa
     return [rand(*s, dtype=dtype, seed=i) for i, s in enumerate(shapes)]
 
 
+def masked_row(mask, value):
+    """`mask` with its row 3 masked out entirely: that query attends to nothing."""
+    mask[3] = value
+    return mask
+
+
 def run(device, q, k, v, mask=None, **kwargs):
     """Forward and backward of SDPA on `device`: the output and the gradients
     of q, k, v and (for a float mask) the mask."""
@@ -78,6 +84,8 @@ CASES = [
     ("float_mask_2d", lambda dt: (*qkv(dtype=dt), rand(16, 20, dtype=dt, seed=5)), {}),
     ("float_mask_4d_bcast", lambda dt: (*qkv(dtype=dt), rand(2, 1, 16, 20, dtype=dt, seed=5)), {}),
     ("bool_mask", lambda dt: (*qkv(dtype=dt), rand(1, 4, 16, 20, seed=5) > -1.0), {}),
+    ("bool_mask_masked_row", lambda dt: (*qkv(dtype=dt), masked_row(torch.ones(16, 20, dtype=torch.bool), False)), {}),
+    ("float_mask_masked_row", lambda dt: (*qkv(dtype=dt), masked_row(rand(16, 20, dtype=dt, seed=5), -torch.inf)), {}),
     ("scale", lambda dt: (*qkv(dtype=dt), None), {"scale": 0.3}),
     ("seq_first_layout", lambda dt: (*qkv(dtype=dt, seq_first=True), None), {"is_causal": True}),
     ("gqa", lambda dt: (*qkv(h=8, hk=2, dtype=dt), None), {"enable_gqa": True}),
