@@ -1,8 +1,9 @@
-"""Fused attention on emu (csrc/aten/EmuAttention.cpp): emu's SDPA chooser picks
-SDPBackend.OVERRIDEABLE when CPU's flash kernel supports the inputs and MATH
-otherwise, honouring sdpa_kernel(); the overrideable ops (forward, backward)
-match CPU; a Hugging Face model trains through them with CPU's losses; bad
-inputs are clear errors."""
+"""Fused attention on emu (csrc/aten/EmuAttention.cpp, EmuAttentionDropout.cpp):
+emu's SDPA chooser picks SDPBackend.OVERRIDEABLE when its kernels support the
+inputs and MATH otherwise (and first for dropout), honouring sdpa_kernel(); the
+overrideable ops (forward, backward, with and without dropout) match CPU and
+math; a Hugging Face model trains through them with CPU's losses; bad inputs
+are clear errors."""
 
 from contextlib import nullcontext
 
@@ -119,7 +120,7 @@ def test_chooser_picks_overrideable_when_the_kernel_can_and_math_otherwise():
     assert choice(q, k, v, attn_mask=rand(16, 20), is_causal=False, scale=0.5) == OVERRIDEABLE
     assert choice(*qkv(h=8, hk=2), enable_gqa=True) == OVERRIDEABLE
     assert choice(*qkv(dtype=torch.bfloat16)) == OVERRIDEABLE
-    # Dropout: MATH first (faster than emu's dropout kernel), unless disabled.
+    # Dropout: MATH first (emu's dropout kernel is no faster), unless disabled.
     assert choice(q, k, v, dropout_p=0.1) == MATH
     with sdpa_kernel([SDPBackend.OVERRIDEABLE]):
         assert choice(q, k, v, dropout_p=0.1, is_causal=True) == OVERRIDEABLE
