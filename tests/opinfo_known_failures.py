@@ -19,6 +19,11 @@ KNOWN_FAILURES = {
     "nn.functional.multi_head_attention_forward-bfloat16": (
         _COMPOSITE + " (one element of 12 near zero differs by 3.3e-4: bf16 intermediates)"
     ),
+    "nn.functional.scaled_dot_product_attention-float32": (
+        "a float mask that needs a gradient runs emu's fused kernel (as CUDA's memory-efficient one) but CPU's "
+        "math path: backward rounding differs (2.7e-4 on inputs up to 9); emu equals CPU's flash kernel exactly, "
+        "tests/test_attention.py compares each backend with its CPU counterpart"
+    ),
     # Real emu bugs / unsupported features.
     "sparse.mm.reduce": _SPARSE,
     "sparse.sampled_addmm": _SPARSE,

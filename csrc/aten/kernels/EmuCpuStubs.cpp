@@ -19,7 +19,6 @@
 #include <ATen/native/TensorAdvancedIndexing.h>
 #include <ATen/native/TensorCompare.h>
 #include <ATen/native/UnaryOps.h>
-#include <ATen/native/transformers/attention.h>
 
 #include <utility>
 
@@ -279,7 +278,5 @@ EMU_STUB_TO_CPU(pow_tensor_scalar_stub)
 // Copies inside kernels' CPU code (cat of mixed dtypes...); emu copy_ itself
 // is EmuCopy.cpp's.
 EMU_STUB_TO_CPU(copy_stub)
-// Attention: CPU's choice of fused kernel, so emu runs the same kernels.
-EMU_STUB_TO_CPU(_fused_sdp_choice_stub)
 // LITERALINCLUDE END: STUB_LIST
 } // namespace at::native
