@@ -18,7 +18,7 @@
 #include <ATen/native/RNN.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/lstm_native.h>
-#include <ATen/ops/mkldnn_rnn_layer.h>
+#include <ATen/ops/lstm.h>
 #include <ATen/ops/sum.h>
 #include <torch/library.h>
 
@@ -362,10 +362,13 @@ TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
   m.impl("lstm.input", TORCH_FN(lstm));
 }
 
-// Autocast casts oneDNN's LSTM layer to the lower precision dtype, as on CPU
-// (and as CUDA casts its cuDNN RNN op).
+// Autocast runs the whole-sequence LSTM in the lower precision dtype, as CUDA
+// does with its cuDNN RNN op. Cast at the entry, the route follows the dtype:
+// bfloat16 takes oneDNN (computing what CPU's autocast, which casts each
+// oneDNN layer, computes); float16, which CPU's oneDNN cannot train, steps
+// through the fused cells.
 TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
-  KERNEL_PRIVATEUSEONE(mkldnn_rnn_layer, lower_precision_fp)
+  KERNEL_PRIVATEUSEONE(lstm, input, lower_precision_fp)
 }
 // LITERALINCLUDE END: RECURRENT_REGISTER
 
