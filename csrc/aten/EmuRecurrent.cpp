@@ -33,15 +33,38 @@ namespace {
 using kernel::common_device;
 using kernel::run_on;
 
-template <typename T>
-T sigmoid(T x) {
-  return T(1) / (T(1) + std::exp(-x));
+// LITERALINCLUDE START: CELL_LOOPS
+// Runs fn(b, j) for every batch row b and column j < columns, rows split over
+// threads (enough elements per task to be worth one).
+template <typename Fn>
+void for_each_element(int64_t batch, int64_t columns, const Fn& fn) {
+  const int64_t grain = std::max<int64_t>(1, 8192 / std::max<int64_t>(1, columns));
+  at::parallel_for(0, batch, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b) {
+      for (int64_t j = 0; j < columns; ++j) {
+        fn(b, j);
+      }
+    }
+  });
 }
 
-// Batch rows per parallel task: enough elements to be worth a thread.
-int64_t row_grain(int64_t hidden) {
-  return std::max<int64_t>(1, 8192 / std::max<int64_t>(1, hidden));
+// Scratch of a kernel in the math dtype (float for float16 and bfloat16, as
+// CUDA's kernels compute): allocated inside the launch, so in device memory.
+template <typename acc_t>
+at::Tensor scratch(int64_t rows, int64_t columns) {
+  return at::empty({rows, columns}, at::dtype(c10::CppTypeToScalarType<acc_t>::value));
 }
+
+// Sigmoid and tanh, in place, on gate columns [first, first + count) * hidden
+// of a scratch: PyTorch's CPU kernels, vectorized (a scalar std::exp per
+// element costs ten times more), run on the device memory.
+void sigmoid_gates(at::Tensor& gates, int64_t hidden, int64_t first, int64_t count) {
+  gates.narrow(1, first * hidden, count * hidden).sigmoid_();
+}
+void tanh_gates(at::Tensor& gates, int64_t hidden, int64_t first, int64_t count) {
+  gates.narrow(1, first * hidden, count * hidden).tanh_();
+}
+// LITERALINCLUDE END: CELL_LOOPS
 
 at::Tensor contiguous_or_undefined(const std::optional<at::Tensor>& t) {
   return t.has_value() && t->defined() ? t->contiguous() : at::Tensor();
@@ -80,10 +103,9 @@ void check_cell(const char* op, const at::Tensor& input_gates, const at::Tensor&
 // LITERALINCLUDE END: CELL_CHECKS
 
 // LITERALINCLUDE START: LSTM_CELL
-// One LSTM step for every (batch row, hidden unit): the four gate activations
-// from both matmuls' pre-activations and the biases, the new cell and hidden
-// state, and the activations kept as the workspace of the backward. Math in
-// float for float16/bfloat16 (at::opmath_type), as CUDA's kernel does.
+// One LSTM step as one kernel: the gate pre-activations from both matmuls and
+// the biases, their activations, the new cell and hidden state, and the
+// activations kept as the workspace of the backward.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell(const at::Tensor& input_gates,
                                                                const at::Tensor& hidden_gates, const at::Tensor& cx,
                                                                const std::optional<at::Tensor>& input_bias,
@@ -98,29 +120,31 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell(const at::Tensor&
   run_on(device, [&] {
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, c.scalar_type(), "_thnn_fused_lstm_cell", [&] {
       using acc_t = at::opmath_type<scalar_t>;
+      at::Tensor gates = scratch<acc_t>(batch, 4 * hidden), tanh_cy = scratch<acc_t>(batch, hidden);
       const scalar_t *igp = ig.const_data_ptr<scalar_t>(), *hgp = hg.const_data_ptr<scalar_t>();
       const scalar_t *bip = data_or_null<scalar_t>(bi), *bhp = data_or_null<scalar_t>(bh);
       const scalar_t* cxp = c.const_data_ptr<scalar_t>();
       scalar_t *hyp = hy.mutable_data_ptr<scalar_t>(), *cyp = cy.mutable_data_ptr<scalar_t>();
       scalar_t* wsp = workspace.mutable_data_ptr<scalar_t>();
-      at::parallel_for(0, batch, row_grain(hidden), [&](int64_t begin, int64_t end) {
-        for (int64_t b = begin; b < end; ++b) {
-          const int64_t row = b * 4 * hidden;
-          for (int64_t h = 0; h < hidden; ++h) {
-            acc_t act[4];
-            for (int64_t k = 0; k < 4; ++k) {
-              const int64_t j = k * hidden + h;
-              acc_t pre = acc_t(igp[row + j]) + acc_t(hgp[row + j]);
-              if (bip != nullptr) {
-                pre = pre + acc_t(bip[j]) + acc_t(bhp[j]);
-              }
-              act[k] = k == 2 ? std::tanh(pre) : sigmoid(pre); // input, forget, cell, output gate
-              wsp[row + j] = scalar_t(act[k]);
-            }
-            const acc_t c_new = act[1] * acc_t(cxp[b * hidden + h]) + act[0] * act[2];
-            cyp[b * hidden + h] = scalar_t(c_new);
-            hyp[b * hidden + h] = scalar_t(act[3] * std::tanh(c_new));
-          }
+      acc_t *gp = gates.mutable_data_ptr<acc_t>(), *tp = tanh_cy.mutable_data_ptr<acc_t>();
+      for_each_element(batch, 4 * hidden, [&](int64_t b, int64_t j) {
+        const int64_t k = b * 4 * hidden + j;
+        gp[k] = acc_t(igp[k]) + acc_t(hgp[k]) + (bip != nullptr ? acc_t(bip[j]) + acc_t(bhp[j]) : acc_t(0));
+      });
+      sigmoid_gates(gates, hidden, 0, 2); // input, forget
+      tanh_gates(gates, hidden, 2, 1);    // cell
+      sigmoid_gates(gates, hidden, 3, 1); // output
+      for_each_element(batch, hidden, [&](int64_t b, int64_t h) {
+        const acc_t* g = gp + b * 4 * hidden + h;
+        tp[b * hidden + h] = g[hidden] * acc_t(cxp[b * hidden + h]) + g[0] * g[2 * hidden];
+        cyp[b * hidden + h] = scalar_t(tp[b * hidden + h]);
+      });
+      tanh_cy.tanh_();
+      for_each_element(batch, hidden, [&](int64_t b, int64_t h) {
+        const acc_t* g = gp + b * 4 * hidden + h;
+        hyp[b * hidden + h] = scalar_t(g[3 * hidden] * tp[b * hidden + h]);
+        for (int64_t k = 0; k < 4; ++k) {
+          wsp[b * 4 * hidden + k * hidden + h] = scalar_t(g[k * hidden]);
         }
       });
     });
@@ -159,23 +183,22 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell_backward(
       const scalar_t *cxp = c.const_data_ptr<scalar_t>(), *cyp = c_new.const_data_ptr<scalar_t>();
       const scalar_t* wsp = ws.const_data_ptr<scalar_t>();
       scalar_t *ggp = grad_gates.mutable_data_ptr<scalar_t>(), *gcxp = grad_cx.mutable_data_ptr<scalar_t>();
-      at::parallel_for(0, batch, row_grain(hidden), [&](int64_t begin, int64_t end) {
-        for (int64_t b = begin; b < end; ++b) {
-          const int64_t row = b * 4 * hidden;
-          for (int64_t h = 0; h < hidden; ++h) {
-            const int64_t s = b * hidden + h;
-            const acc_t i = wsp[row + h], f = wsp[row + hidden + h], g = wsp[row + 2 * hidden + h],
-                        o = wsp[row + 3 * hidden + h];
-            const acc_t go = ghp != nullptr ? acc_t(ghp[s]) : acc_t(0);
-            const acc_t tanh_c = std::tanh(acc_t(cyp[s]));
-            const acc_t gc = go * o * (1 - tanh_c * tanh_c) + (gcp != nullptr ? acc_t(gcp[s]) : acc_t(0));
-            ggp[row + h] = scalar_t(gc * g * i * (1 - i));
-            ggp[row + hidden + h] = scalar_t(gc * acc_t(cxp[s]) * f * (1 - f));
-            ggp[row + 2 * hidden + h] = scalar_t(gc * i * (1 - g * g));
-            ggp[row + 3 * hidden + h] = scalar_t(go * tanh_c * o * (1 - o));
-            gcxp[s] = scalar_t(gc * f);
-          }
-        }
+      at::Tensor tanh_cy = scratch<acc_t>(batch, hidden);
+      acc_t* tp = tanh_cy.mutable_data_ptr<acc_t>();
+      for_each_element(batch, hidden, [&](int64_t b, int64_t h) { tp[b * hidden + h] = cyp[b * hidden + h]; });
+      tanh_cy.tanh_();
+      for_each_element(batch, hidden, [&](int64_t b, int64_t h) {
+        const int64_t row = b * 4 * hidden, s = b * hidden + h;
+        const acc_t i = wsp[row + h], f = wsp[row + hidden + h], g = wsp[row + 2 * hidden + h],
+                    o = wsp[row + 3 * hidden + h];
+        const acc_t go = ghp != nullptr ? acc_t(ghp[s]) : acc_t(0);
+        const acc_t tanh_c = tp[s];
+        const acc_t gc = go * o * (1 - tanh_c * tanh_c) + (gcp != nullptr ? acc_t(gcp[s]) : acc_t(0));
+        ggp[row + h] = scalar_t(gc * g * i * (1 - i));
+        ggp[row + hidden + h] = scalar_t(gc * acc_t(cxp[s]) * f * (1 - f));
+        ggp[row + 2 * hidden + h] = scalar_t(gc * i * (1 - g * g));
+        ggp[row + 3 * hidden + h] = scalar_t(go * tanh_c * o * (1 - o));
+        gcxp[s] = scalar_t(gc * f);
       });
     });
   });
@@ -183,9 +206,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell_backward(
 }
 
 // LITERALINCLUDE START: GRU_CELL
-// One GRU step: reset and update gates, the new gate (the reset gate scales
-// the hidden side's pre-activation, bias included), the new hidden state. The
-// workspace keeps the three activations, hx and that hidden-side term.
+// One GRU step as one kernel: reset and update gates, the new gate (the reset
+// gate scales the hidden side's pre-activation, bias included), the new hidden
+// state. The workspace keeps the three activations, hx and that hidden side.
 std::tuple<at::Tensor, at::Tensor> fused_gru_cell(const at::Tensor& input_gates, const at::Tensor& hidden_gates,
                                                   const at::Tensor& hx, const std::optional<at::Tensor>& input_bias,
                                                   const std::optional<at::Tensor>& hidden_bias) {
@@ -198,29 +221,40 @@ std::tuple<at::Tensor, at::Tensor> fused_gru_cell(const at::Tensor& input_gates,
   run_on(device, [&] {
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, h0.scalar_type(), "_thnn_fused_gru_cell", [&] {
       using acc_t = at::opmath_type<scalar_t>;
+      // Columns: reset, update and new gate pre-activations (the new gate's
+      // input side first), then the hidden side of the new gate.
+      at::Tensor gates = scratch<acc_t>(batch, 4 * hidden);
       const scalar_t *igp = ig.const_data_ptr<scalar_t>(), *hgp = hg.const_data_ptr<scalar_t>();
       const scalar_t *bip = data_or_null<scalar_t>(bi), *bhp = data_or_null<scalar_t>(bh);
       const scalar_t* hxp = h0.const_data_ptr<scalar_t>();
       scalar_t *hyp = hy.mutable_data_ptr<scalar_t>(), *wsp = workspace.mutable_data_ptr<scalar_t>();
-      at::parallel_for(0, batch, row_grain(hidden), [&](int64_t begin, int64_t end) {
-        for (int64_t b = begin; b < end; ++b) {
-          const int64_t row = b * 3 * hidden, ws_row = b * 5 * hidden;
-          for (int64_t h = 0; h < hidden; ++h) {
-            const int64_t r = h, z = hidden + h, n = 2 * hidden + h;
-            auto bias = [&](const scalar_t* p, int64_t j) { return p != nullptr ? acc_t(p[j]) : acc_t(0); };
-            const acc_t reset = sigmoid(acc_t(igp[row + r]) + acc_t(hgp[row + r]) + bias(bip, r) + bias(bhp, r));
-            const acc_t update = sigmoid(acc_t(igp[row + z]) + acc_t(hgp[row + z]) + bias(bip, z) + bias(bhp, z));
-            const acc_t hidden_n = acc_t(hgp[row + n]) + bias(bhp, n);
-            const acc_t new_gate = std::tanh(acc_t(igp[row + n]) + bias(bip, n) + reset * hidden_n);
-            const acc_t h_prev = hxp[b * hidden + h];
-            hyp[b * hidden + h] = scalar_t(new_gate + update * (h_prev - new_gate));
-            wsp[ws_row + h] = scalar_t(reset);
-            wsp[ws_row + hidden + h] = scalar_t(update);
-            wsp[ws_row + 2 * hidden + h] = scalar_t(new_gate);
-            wsp[ws_row + 3 * hidden + h] = hxp[b * hidden + h];
-            wsp[ws_row + 4 * hidden + h] = scalar_t(hidden_n);
-          }
+      acc_t* gp = gates.mutable_data_ptr<acc_t>();
+      auto bias = [](const scalar_t* p, int64_t j) { return p != nullptr ? acc_t(p[j]) : acc_t(0); };
+      for_each_element(batch, 3 * hidden, [&](int64_t b, int64_t j) {
+        const int64_t k = b * 3 * hidden + j, out = b * 4 * hidden + j;
+        if (j < 2 * hidden) {
+          gp[out] = acc_t(igp[k]) + acc_t(hgp[k]) + bias(bip, j) + bias(bhp, j);
+        } else {
+          gp[out] = acc_t(igp[k]) + bias(bip, j);
+          gp[out + hidden] = acc_t(hgp[k]) + bias(bhp, j);
         }
+      });
+      sigmoid_gates(gates, hidden, 0, 2); // reset, update
+      for_each_element(batch, hidden, [&](int64_t b, int64_t h) {
+        acc_t* g = gp + b * 4 * hidden + h;
+        g[2 * hidden] += g[0] * g[3 * hidden];
+      });
+      tanh_gates(gates, hidden, 2, 1); // new gate
+      for_each_element(batch, hidden, [&](int64_t b, int64_t h) {
+        const acc_t* g = gp + b * 4 * hidden + h;
+        scalar_t* ws = wsp + b * 5 * hidden + h;
+        const acc_t update = g[hidden], new_gate = g[2 * hidden], h_prev = hxp[b * hidden + h];
+        hyp[b * hidden + h] = scalar_t(new_gate + update * (h_prev - new_gate));
+        ws[0] = scalar_t(g[0]);
+        ws[hidden] = scalar_t(update);
+        ws[2 * hidden] = scalar_t(new_gate);
+        ws[3 * hidden] = hxp[b * hidden + h];
+        ws[4 * hidden] = scalar_t(g[3 * hidden]);
       });
     });
   });
@@ -249,24 +283,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_gru
       const scalar_t *gop = go.const_data_ptr<scalar_t>(), *wsp = ws.const_data_ptr<scalar_t>();
       scalar_t *gip = grad_input_gates.mutable_data_ptr<scalar_t>(), *ghp = grad_hidden_gates.mutable_data_ptr<scalar_t>();
       scalar_t* gxp = grad_hx.mutable_data_ptr<scalar_t>();
-      at::parallel_for(0, batch, row_grain(hidden), [&](int64_t begin, int64_t end) {
-        for (int64_t b = begin; b < end; ++b) {
-          const int64_t row = b * 3 * hidden, ws_row = b * 5 * hidden;
-          for (int64_t h = 0; h < hidden; ++h) {
-            const acc_t reset = wsp[ws_row + h], update = wsp[ws_row + hidden + h],
-                        new_gate = wsp[ws_row + 2 * hidden + h], h_prev = wsp[ws_row + 3 * hidden + h],
-                        hidden_n = wsp[ws_row + 4 * hidden + h];
-            const acc_t g = gop[b * hidden + h];
-            const acc_t g_update = g * (h_prev - new_gate) * update * (1 - update);
-            const acc_t g_new = g * (1 - update) * (1 - new_gate * new_gate);
-            const acc_t g_reset = g_new * hidden_n * reset * (1 - reset);
-            gip[row + h] = ghp[row + h] = scalar_t(g_reset);
-            gip[row + hidden + h] = ghp[row + hidden + h] = scalar_t(g_update);
-            gip[row + 2 * hidden + h] = scalar_t(g_new);
-            ghp[row + 2 * hidden + h] = scalar_t(g_new * reset);
-            gxp[b * hidden + h] = scalar_t(g * update);
-          }
-        }
+      for_each_element(batch, hidden, [&](int64_t b, int64_t h) {
+        const int64_t row = b * 3 * hidden, ws_row = b * 5 * hidden;
+        const acc_t reset = wsp[ws_row + h], update = wsp[ws_row + hidden + h],
+                    new_gate = wsp[ws_row + 2 * hidden + h], h_prev = wsp[ws_row + 3 * hidden + h],
+                    hidden_n = wsp[ws_row + 4 * hidden + h];
+        const acc_t g = gop[b * hidden + h];
+        const acc_t g_update = g * (h_prev - new_gate) * update * (1 - update);
+        const acc_t g_new = g * (1 - update) * (1 - new_gate * new_gate);
+        const acc_t g_reset = g_new * hidden_n * reset * (1 - reset);
+        gip[row + h] = ghp[row + h] = scalar_t(g_reset);
+        gip[row + hidden + h] = ghp[row + hidden + h] = scalar_t(g_update);
+        gip[row + 2 * hidden + h] = scalar_t(g_new);
+        ghp[row + 2 * hidden + h] = scalar_t(g_new * reset);
+        gxp[b * hidden + h] = scalar_t(g * update);
       });
     });
   });
