@@ -181,11 +181,14 @@ def test_float64_cell_matches_cpu(name):
     assert_same(run(cell, args, EMU), run(cell, args, "cpu"))
 
 
-def test_bfloat16_lstm_takes_onednn_as_cpu_does():
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_lstm_on_onednn_equals_cpu_bit_for_bit(dtype):
+    """Emu's aten::lstm runs CPU's oneDNN route: the same kernels on the same
+    values, so the same bits, outputs and gradients."""
     torch.manual_seed(0)
-    module = nn.LSTM(3, 5, num_layers=2, bidirectional=True).bfloat16()
-    args = [torch.randn(6, 3, 3).bfloat16(), initial_state(module, 3, torch.bfloat16)]
-    assert_same(run(module, args, EMU), run(module, args, "cpu"))
+    module = nn.LSTM(3, 5, num_layers=2, bidirectional=True, batch_first=True).to(dtype)
+    args = [torch.randn(3, 6, 3).to(dtype), initial_state(module, 3, dtype)]
+    assert_same(run(module, args, EMU), run(module, args, "cpu"), rtol=0, atol=0)
 
 
 def assert_as_accurate(emu, cpu, reference):
@@ -234,12 +237,14 @@ def ops_reached(fn):
 
 @pytest.mark.parametrize("make, x, expected", [
     (lambda: nn.LSTM(3, 5), torch.randn(4, 2, 3), {"mkldnn_rnn_layer", "mkldnn_rnn_layer_backward"}),
+    (lambda: nn.LSTM(3, 5, batch_first=True), torch.randn(2, 4, 3),
+     {"mkldnn_rnn_layer", "mkldnn_rnn_layer_backward"}),
     (lambda: nn.LSTM(3, 5, proj_size=2), torch.randn(4, 2, 3),
      {"_thnn_fused_lstm_cell", "_thnn_fused_lstm_cell_backward_impl"}),
     (lambda: nn.LSTMCell(3, 5), torch.randn(2, 3), {"_thnn_fused_lstm_cell", "_thnn_fused_lstm_cell_backward_impl"}),
     (lambda: nn.GRU(3, 5), torch.randn(4, 2, 3), {"_thnn_fused_gru_cell", "_thnn_fused_gru_cell_backward"}),
     (lambda: nn.GRUCell(3, 5), torch.randn(2, 3), {"_thnn_fused_gru_cell", "_thnn_fused_gru_cell_backward"}),
-], ids=["lstm", "lstm_proj_size", "lstm_cell", "gru", "gru_cell"])
+], ids=["lstm", "lstm_batch_first", "lstm_proj_size", "lstm_cell", "gru", "gru_cell"])
 def test_ops_reached(make, x, expected):
     module, x = make().to(EMU), x.to(EMU)
 
