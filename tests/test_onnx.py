@@ -49,6 +49,7 @@ MODELS = {
         (2, 3, 8, 8),
     ),
     "transformer_block": (Block, (2, 6, 16)),
+    "lstm": (LSTMTagger, (2, 7, 8)),
 }
 
 
