@@ -7,6 +7,8 @@
 
 #include <chrono>
 
+#include "aten/EmuFallback.h"
+
 #include "aten/EmuDeviceCheck.h"
 #include "aten/EmuFallbackReport.h"
 #include "aten/EmuHostAlias.h"
@@ -66,35 +68,73 @@ void for_each_tensor(const c10::IValue& value, Fn&& fn) {
   }
 }
 
-void run_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+void run_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey cpu_key);
+
+} // namespace
 
 // LITERALINCLUDE START: FALLBACK_WATCH
 // The boxed fallback. Usually it just runs the op; when a vendor asked for a
 // fallback report (or for fallbacks to be errors) it is timed or refused.
-void emu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+void emu_fallback_to(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey cpu_key) {
   if (C10_LIKELY(!fallback_watched())) {
-    run_on_device(op, stack);
+    run_on_device(op, stack, cpu_key);
     return;
   }
   TORCH_CHECK_NOT_IMPLEMENTED(!fallback_is_error(), "'", op.schema().operator_name(),
                               "' has no emu kernel and fallbacks are errors (TORCH_EMU_FALLBACK_ERROR=1 "
                               "or torch_emu.tools.fallback_report(error=True))");
   const auto start = std::chrono::steady_clock::now();
-  run_on_device(op, stack);
+  run_on_device(op, stack, cpu_key);
   record_fallback(op.schema().operator_name(),
                   std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
 }
 // LITERALINCLUDE END: FALLBACK_WATCH
 
+namespace {
+
+void emu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  emu_fallback_to(op, stack, c10::DispatchKey::CPU);
+}
+
+// LITERALINCLUDE START: FALLBACK_HOST_OBJECTS
+// Ops that return an opaque object (the packed weights made by
+// quantized::linear_prepack, conv2d_prepack...) keep their tensor arguments,
+// or pointers into them, inside the object after they return, and host
+// aliases of device memory must not outlive their launch. These ops run on
+// the host, on host copies of their emu tensors: the object is a host object,
+// which the kernels taking it read inside their own launches.
+bool returns_object(const c10::FunctionSchema& schema) {
+  for (const c10::Argument& ret : schema.returns()) {
+    if (ret.type()->kind() == c10::TypeKind::ClassType) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void run_on_host_copies(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey cpu_key) {
+  const size_t num_args = op.schema().arguments().size();
+  for (size_t i = stack->size() - num_args; i < stack->size(); ++i) {
+    c10::IValue& arg = (*stack)[i];
+    if (arg.isDevice() && arg.toDevice().type() == c10::DeviceType::PrivateUse1) {
+      arg = c10::Device(c10::DeviceType::CPU);
+    } else {
+      arg = map_tensors(arg, [](const at::Tensor& t) { return is_emu(t) ? t.cpu() : t; });
+    }
+  }
+  op.redispatchBoxed(c10::DispatchKeySet(cpu_key), stack);
+}
+// LITERALINCLUDE END: FALLBACK_HOST_OBJECTS
+
 // LITERALINCLUDE START: FALLBACK_KERNEL
-void run_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+void run_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey cpu_key) {
   const auto& schema = op.schema();
   const size_t num_args = schema.arguments().size();
   const auto args = torch::jit::last(*stack, num_args);
-  TORCH_CHECK_NOT_IMPLEMENTED(op.hasKernelForDispatchKey(c10::DispatchKey::CPU),
+  TORCH_CHECK_NOT_IMPLEMENTED(op.hasKernelForDispatchKey(cpu_key),
                               "The operator '", schema.operator_name(),
-                              "' is not implemented for emu: it has neither an emu kernel nor a CPU "
-                              "kernel for the emu fallback to run.");
+                              "' is not implemented for emu: it has neither an emu kernel nor a ", cpu_key,
+                              " kernel for the emu fallback to run.");
 
   // 1. Which device runs it (and no tensors on two devices).
   DeviceCheck check;
@@ -104,6 +144,10 @@ void run_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const bool no_emu_tensor = check.index < 0;
   c10::DeviceIndex device = check.finish(schema.operator_name().name.c_str(),
                                          check.host_tensor && accepts_host_tensors(schema.operator_name()));
+  if (returns_object(schema)) {
+    run_on_host_copies(op, stack, cpu_key);
+    return;
+  }
 
   // 2. Rewrite the arguments for the CPU kernel: emu tensors become aliases of
   // their device memory, an emu device argument (factory ops) becomes CPU, and
@@ -129,7 +173,7 @@ void run_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
   // 3. Run the CPU kernel as a kernel on the device's current stream.
   launch_kernel(current_stream(device), [&] {
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+    op.redispatchBoxed(c10::DispatchKeySet(cpu_key), stack);
   });
 
   // 4. Results back as emu tensors (no copies), out= resizes propagated.
