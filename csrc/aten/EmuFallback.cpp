@@ -92,10 +92,6 @@ void emu_fallback_to(const c10::OperatorHandle& op, torch::jit::Stack* stack, c1
 
 namespace {
 
-void emu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  emu_fallback_to(op, stack, c10::DispatchKey::CPU);
-}
-
 // LITERALINCLUDE START: FALLBACK_HOST_OBJECTS
 // Ops that return an opaque object (the packed weights made by
 // quantized::linear_prepack, conv2d_prepack...) keep their tensor arguments,
@@ -189,7 +185,7 @@ void run_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10:
 
 // LITERALINCLUDE START: FALLBACK_REGISTER
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&emu_fallback>());
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&emu_fallback_for<c10::DispatchKey::CPU>>());
 }
 // LITERALINCLUDE END: FALLBACK_REGISTER
 
@@ -203,24 +199,35 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 //
 // This runs when the extension module initialises, after every static
 // registration of the library: ops with a native emu kernel keep it.
-void route_structured_ops_to_fallback() {
-  static torch::Library m(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+//
+// Quantized tensors (QuantizedPrivateUse1) get the same generic kernels, which
+// cannot make quantized outputs: ops QuantizedCPU implements (cat, comparisons,
+// upsampling...) go to the quantized fallback (EmuQuantized.cpp) instead.
+template <c10::DispatchKey emu_key, c10::DispatchKey cpu_key>
+void route_structured_ops(bool record) {
+  static torch::Library m(torch::Library::IMPL, "aten", emu_key, __FILE__, __LINE__);
   auto& dispatcher = c10::Dispatcher::singleton();
   for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
     const auto op = dispatcher.findOp(name);
     if (name.name.rfind("aten::", 0) != 0 || !op ||
         !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
-        !op->hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
-        op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) {
+        !op->hasKernelForDispatchKey(cpu_key) || op->hasKernelForDispatchKey(emu_key)) {
       continue;
     }
     std::string unqualified = name.name.substr(6);
     if (!name.overload_name.empty()) {
       unqualified += "." + name.overload_name;
     }
-    m.impl(unqualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&emu_fallback>());
-    fallback_routed_ops().push_back("aten::" + unqualified);
+    m.impl(unqualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&emu_fallback_for<cpu_key>>());
+    if (record) {
+      fallback_routed_ops().push_back("aten::" + unqualified);
+    }
   }
+}
+
+void route_structured_ops_to_fallback() {
+  route_structured_ops<c10::DispatchKey::PrivateUse1, c10::DispatchKey::CPU>(/*record=*/true);
+  route_structured_ops<c10::DispatchKey::QuantizedPrivateUse1, c10::DispatchKey::QuantizedCPU>(/*record=*/false);
 }
 // LITERALINCLUDE END: FALLBACK_STRUCTURED
 

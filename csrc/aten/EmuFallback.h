@@ -11,4 +11,10 @@ namespace torch_emu {
 // tensors, as one kernel on the current stream; results become emu tensors.
 void emu_fallback_to(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey cpu_key);
 
+// The same as a boxed kernel to register (makeFromBoxedFunction).
+template <c10::DispatchKey cpu_key>
+void emu_fallback_for(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  emu_fallback_to(op, stack, cpu_key);
+}
+
 } // namespace torch_emu

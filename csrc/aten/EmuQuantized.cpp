@@ -135,17 +135,11 @@ at::Tensor quantized_copy_from_and_resize(const at::Tensor& src, const at::Tenso
 }
 // LITERALINCLUDE END: QUANTIZED_COPY
 
-// LITERALINCLUDE START: QUANTIZED_FALLBACK
-void quantized_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  emu_fallback_to(op, stack, c10::DispatchKey::QuantizedCPU);
-}
-// LITERALINCLUDE END: QUANTIZED_FALLBACK
-
 } // namespace
 
 // LITERALINCLUDE START: QUANTIZED_REGISTER
 TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&quantized_fallback>());
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&emu_fallback_for<c10::DispatchKey::QuantizedCPU>>());
 }
 
 TORCH_LIBRARY_IMPL(aten, QuantizedPrivateUse1, m) {
