@@ -390,8 +390,9 @@ def test_bad_inputs_raise_clear_errors():
         qe.copy_(torch.quantize_per_channel(torch.randn(4, 6), *_per_channel_params(4, torch.qint8), 0, torch.qint8))
     with pytest.raises(RuntimeError, match="QUInt8"):
         qe.copy_(torch.quantize_per_tensor(torch.randn(4, 6), 0.1, 0, torch.quint8))
-    with pytest.raises(RuntimeError):
-        qe + torch.randn(4, 6)  # quantized emu with float CPU
+    q4d = torch.quantize_per_tensor(torch.randn(2, 3, 4, 4, device="emu"), 0.1, 64, torch.quint8)
+    with pytest.raises(RuntimeError, match="same device"):  # quantized emu with float CPU
+        torch.quantized_batch_norm(q4d, torch.ones(3), torch.zeros(3), torch.zeros(3), torch.ones(3), 1e-5, 0.1, 64)
     # Nothing broke: the device still quantizes.
     assert torch.equal(torch.quantize_per_tensor(x, 0.1, 0, torch.qint8).int_repr().cpu(),
                        torch.quantize_per_tensor(x.cpu(), 0.1, 0, torch.qint8).int_repr())

@@ -6,6 +6,7 @@
 
 namespace torch_emu {
 
+// LITERALINCLUDE START: FALLBACK_FOR_KEY
 // Runs `op` as the fallback does: the CPU kernel registered for `cpu_key`
 // (CPU, or QuantizedCPU for quantized tensors) on host aliases of the emu
 // tensors, as one kernel on the current stream; results become emu tensors.
@@ -16,5 +17,6 @@ template <c10::DispatchKey cpu_key>
 void emu_fallback_for(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   emu_fallback_to(op, stack, cpu_key);
 }
+// LITERALINCLUDE END: FALLBACK_FOR_KEY
 
 } // namespace torch_emu

@@ -87,7 +87,7 @@ at::Tensor HostAliases::alias(const at::Tensor& emu) {
     quantizer = map_quantizer_params(emu, [&](const at::Tensor& p) { return is_emu(p) ? alias(p) : p; });
   }
   at::Tensor cpu = tensor_over(cpu_storage_for(emu.storage()), c10::DeviceType::CPU, emu.dtype(), emu, quantizer);
-  inputs_.push_back({emu, cpu, std::move(quantizer)});
+  inputs_.push_back({emu, cpu});
   return cpu;
 }
 // LITERALINCLUDE END: HOST_ALIAS
@@ -147,16 +147,11 @@ void HostAliases::sync_inputs() {
       emu->set_nbytes(cpu->nbytes());
     }
   }
-  for (size_t i = 0; i < inputs_.size(); ++i) {
-    const at::Tensor cpu = inputs_[i].cpu, emu = inputs_[i].emu; // to_emu below may grow inputs_
-    if (cpu.sizes() != emu.sizes() || cpu.strides() != emu.strides() ||
-        cpu.storage_offset() != emu.storage_offset()) {
-      emu.unsafeGetTensorImpl()->set_sizes_and_strides(cpu.sizes(), cpu.strides(), cpu.storage_offset());
-    }
-    // An out= or in-place quantized kernel may give its output a new quantizer.
-    if (cpu.is_quantized() && at::get_qtensorimpl(cpu)->quantizer() != inputs_[i].cpu_quantizer) {
-      const c10::DeviceIndex device = emu.device().index();
-      at::set_quantizer_(emu, map_quantizer_params(cpu, [&](const at::Tensor& p) { return to_emu(p, device); }));
+  for (InputPair& in : inputs_) {
+    const at::Tensor& cpu = in.cpu;
+    if (cpu.sizes() != in.emu.sizes() || cpu.strides() != in.emu.strides() ||
+        cpu.storage_offset() != in.emu.storage_offset()) {
+      in.emu.unsafeGetTensorImpl()->set_sizes_and_strides(cpu.sizes(), cpu.strides(), cpu.storage_offset());
     }
   }
 }

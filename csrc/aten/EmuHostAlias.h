@@ -15,14 +15,12 @@ namespace torch_emu {
 at::Tensor tensor_over(c10::Storage storage, c10::DeviceType device_type, caffe2::TypeMeta dtype,
                        const at::Tensor& like, at::QuantizerPtr quantizer = {});
 
-// LITERALINCLUDE START: QUANTIZER_PARAMS
 // The quantizer of a quantized tensor with its parameter tensors passed
 // through `map`. Per-tensor parameters are plain numbers: the quantizer is
 // shared. Per-channel scales and zero points are tensors on the quantized
 // tensor's device, so a quantizer for another device needs them mapped there.
 at::QuantizerPtr map_quantizer_params(const at::Tensor& qtensor,
                                       c10::function_ref<at::Tensor(const at::Tensor&)> map);
-// LITERALINCLUDE END: QUANTIZER_PARAMS
 
 // One set of aliases per kernel launch. Emu tensors that share a storage get
 // aliases that share one CPU storage, so CPU's overlap and identity checks
@@ -42,7 +40,7 @@ class HostAliases {
   at::Tensor to_emu(const at::Tensor& cpu, c10::DeviceIndex device);
 
   // After the kernel: propagate resizes the kernel made to input aliases
-  // (out= arguments) back to their emu tensors, and new quantizers.
+  // (out= arguments) back to their emu tensors.
   void sync_inputs();
 
  private:
@@ -54,7 +52,6 @@ class HostAliases {
   struct InputPair {
     at::Tensor emu;
     at::Tensor cpu;
-    at::QuantizerPtr cpu_quantizer; // what the alias started with (quantized only)
   };
   c10::SmallVector<Pair, 4> storages_;
   c10::SmallVector<InputPair, 4> inputs_;
