@@ -276,19 +276,21 @@ def _cnn():
     ).eval()
 
 
-def test_quantize_dynamic_linear():
+@pytest.mark.parametrize("dtype", [torch.qint8, torch.float16])
+def test_quantize_dynamic_linear(dtype):
     from torch.ao.quantization import quantize_dynamic
 
     x = torch.randn(5, 16, generator=torch.Generator().manual_seed(1))
-    q_cpu = quantize_dynamic(_mlp(), {torch.nn.Linear}, dtype=torch.qint8)
-    q_emu = quantize_dynamic(_mlp().to("emu"), {torch.nn.Linear}, dtype=torch.qint8)
+    q_cpu = quantize_dynamic(_mlp(), {torch.nn.Linear}, dtype=dtype)
+    q_emu = quantize_dynamic(_mlp().to("emu"), {torch.nn.Linear}, dtype=dtype)
     assert type(q_emu[0]).__name__ == "Linear" and type(q_emu[0]).__module__.startswith("torch.ao.nn.quantized")
     y = q_emu(x.to("emu"))
     assert y.device.type == "emu"
     assert torch.equal(y.cpu(), q_cpu(x))
     # The quantized weights match CPU's; the state dict round-trips.
-    assert torch.equal(q_emu[0].weight().int_repr(), q_cpu[0].weight().int_repr())
-    reloaded = quantize_dynamic(_mlp().to("emu"), {torch.nn.Linear}, dtype=torch.qint8)
+    w_emu, w_cpu = q_emu[0].weight(), q_cpu[0].weight()
+    assert torch.equal(w_emu.int_repr() if w_emu.is_quantized else w_emu, w_cpu.int_repr() if w_cpu.is_quantized else w_cpu)
+    reloaded = quantize_dynamic(_mlp().to("emu"), {torch.nn.Linear}, dtype=dtype)
     reloaded.load_state_dict(q_emu.state_dict())
     assert torch.equal(reloaded(x.to("emu")).cpu(), q_cpu(x))
 
@@ -309,6 +311,34 @@ def test_quantize_dynamic_lstm():
     assert out_emu.device.type == "emu"
     for emu, cpu in [(out_emu, out_cpu), (h_emu, h_cpu), (c_emu, c_cpu)]:
         torch.testing.assert_close(emu.cpu(), cpu, rtol=0, atol=0)
+
+
+def test_eager_static_quantization():
+    from torch.ao.quantization import DeQuantStub, QuantStub, convert, get_default_qconfig, prepare
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.quant, self.dequant = QuantStub(), DeQuantStub()
+            self.conv, self.relu = torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU()
+            self.fc = torch.nn.Linear(4 * 6 * 6, 5)
+
+        def forward(self, x):
+            x = self.relu(self.conv(self.quant(x)))
+            return self.dequant(self.fc(x.flatten(1)))
+
+    def run(device):
+        torch.manual_seed(0)
+        model = Model().eval().to(device)
+        model.qconfig = get_default_qconfig("x86")
+        prepared = prepare(model)
+        x = torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(1)).to(device)
+        prepared(x)  # calibrate
+        return convert(prepared)(x)
+
+    y = run("emu")
+    assert y.device.type == "emu"
+    assert torch.equal(y.cpu(), run("cpu"))
 
 
 def _torchao_configs():
