@@ -369,19 +369,21 @@ def _pt2e(model, x):
     from torchao.quantization.pt2e.quantizer import x86_inductor_quantizer as xiq
 
     quantizer = xiq.X86InductorQuantizer().set_global(xiq.get_default_x86_inductor_quantization_config())
-    exported = torch.export.export(model, (x,)).module()
-    prepared = prepare_pt2e(exported, quantizer)
+    prepared = prepare_pt2e(torch.export.export(model, (x,)).module(), quantizer)
     for i in range(3):  # calibration
         prepared(x + i / 10)
     converted = convert_pt2e(prepared)
     with torch.no_grad():
         y = converted(x)
     targets = {str(n.target) for n in converted.graph.nodes if n.op == "call_function"}
-    # The module prepare_pt2e takes and returns are never freed, on CPU as well
-    # (a reference inside torch/torchao we did not track down): give their
-    # device memory back so that the memory check measures the emu side.
-    for module in (exported, prepared, converted):
-        module.to("cpu")
+    # torchao and torch.ao cache "the device of this module" with an unbounded
+    # functools.cache keyed on the module, which keeps every model the flow saw
+    # alive (on CPU too): empty them so that the memory check measures emu.
+    import torchao.utils
+    from torch.ao.quantization.fx import utils as fx_utils
+
+    torchao.utils._assert_and_get_unique_device.cache_clear()
+    fx_utils.assert_and_get_unique_device.cache_clear()
     return y, targets
 
 
