@@ -120,6 +120,28 @@ def c10_underlying(dtype):
     return {torch.qint8: torch.int8, torch.quint8: torch.uint8, torch.qint32: torch.int32}[dtype]
 
 
+def test_dynamic_quantize_deepcopy_equal_fill():
+    torch.manual_seed(0)
+    x = torch.randn(4, 6)
+    xe = x.to("emu")
+    assert_same_qtensor(torch.quantize_per_tensor_dynamic(xe, torch.quint8, False),
+                        torch.quantize_per_tensor_dynamic(x, torch.quint8, False))
+    q_c = torch.quantize_per_channel(x, *_per_channel_params(4, torch.qint8), 0, torch.qint8)
+    qe_c = q_c.to("emu:1")
+    deep = copy.deepcopy(qe_c)
+    assert deep.device == torch.device("emu:1") and deep.untyped_storage().data_ptr() != qe_c.untyped_storage().data_ptr()
+    assert_same_qtensor(deep, q_c)
+    other = torch.quantize_per_channel(-x, *_per_channel_params(4, torch.qint8), 0, torch.qint8).to("emu:1")
+    assert torch.equal(qe_c, deep) and not torch.equal(qe_c, other)
+    q = torch.quantize_per_tensor(x, 0.1, 3, torch.quint8)
+    qe = q.to("emu")
+    q.fill_(1.0)
+    qe.fill_(1.0)
+    assert_same_qtensor(qe, q)
+    assert torch.equal(torch.fake_quantize_per_tensor_affine(xe, 0.1, 0, -128, 127).cpu(),
+                       torch.fake_quantize_per_tensor_affine(x, 0.1, 0, -128, 127))
+
+
 def test_quantized_kernels_run_through_the_quantized_fallback():
     qe = torch.quantize_per_tensor(torch.randn(8, device="emu"), 0.1, 0, torch.qint8)
     with tools.fallback_report() as report:
