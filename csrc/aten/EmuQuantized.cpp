@@ -4,8 +4,8 @@
 // and whose quantizer holds its parameters (per-channel scales and zero points
 // as emu tensors on the same device, as CUDA keeps them). Registered here:
 //   - the ops that make and describe such tensors without touching their
-//     memory (empty, views, set_, the q_* accessors): PyTorch's own
-//     device-generic functions, as QuantizedCPU and QuantizedCUDA use them;
+//     memory (empty, views, set_, the q_* accessors): the device-generic
+//     functions PyTorch registers for QuantizedCPU;
 //   - copies in, out and between devices (_copy_from);
 //   - the global fallback for everything else (dequantize, int_repr, the
 //     quantized:: kernels...): QuantizedCPU's kernel on host aliases, inside
@@ -14,7 +14,6 @@
 // dispatch to PrivateUse1 and take the same fallback with the CPU key; their
 // quantized results come back as emu QTensorImpls (EmuHostAlias.cpp).
 #include <ATen/ATen.h>
-#include <ATen/native/TensorFactories.h>
 #include <ATen/ops/_empty_affine_quantized_native.h>
 #include <ATen/ops/_empty_per_channel_affine_quantized_native.h>
 #include <ATen/ops/_reshape_alias_native.h>
