@@ -7,6 +7,8 @@
 
 #include <chrono>
 
+#include "aten/EmuFallback.h"
+
 #include "aten/EmuDeviceCheck.h"
 #include "aten/EmuFallbackReport.h"
 #include "aten/EmuHostAlias.h"
@@ -66,35 +68,69 @@ void for_each_tensor(const c10::IValue& value, Fn&& fn) {
   }
 }
 
-void run_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+void run_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey cpu_key);
+
+} // namespace
 
 // LITERALINCLUDE START: FALLBACK_WATCH
 // The boxed fallback. Usually it just runs the op; when a vendor asked for a
 // fallback report (or for fallbacks to be errors) it is timed or refused.
-void emu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+void emu_fallback_to(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey cpu_key) {
   if (C10_LIKELY(!fallback_watched())) {
-    run_on_device(op, stack);
+    run_on_device(op, stack, cpu_key);
     return;
   }
   TORCH_CHECK_NOT_IMPLEMENTED(!fallback_is_error(), "'", op.schema().operator_name(),
                               "' has no emu kernel and fallbacks are errors (TORCH_EMU_FALLBACK_ERROR=1 "
                               "or torch_emu.tools.fallback_report(error=True))");
   const auto start = std::chrono::steady_clock::now();
-  run_on_device(op, stack);
+  run_on_device(op, stack, cpu_key);
   record_fallback(op.schema().operator_name(),
                   std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
 }
 // LITERALINCLUDE END: FALLBACK_WATCH
 
+namespace {
+
+// LITERALINCLUDE START: FALLBACK_HOST_OBJECTS
+// Ops that return an opaque object (the packed weights made by
+// quantized::linear_prepack, conv2d_prepack...) keep their tensor arguments,
+// or pointers into them, inside the object after they return, and host
+// aliases of device memory must not outlive their launch. These ops run on
+// the host, on host copies of their emu tensors: the object is a host object,
+// which the kernels taking it read inside their own launches.
+bool returns_object(const c10::FunctionSchema& schema) {
+  for (const c10::Argument& ret : schema.returns()) {
+    if (ret.type()->kind() == c10::TypeKind::ClassType) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void run_on_host_copies(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey cpu_key) {
+  const size_t num_args = op.schema().arguments().size();
+  for (size_t i = stack->size() - num_args; i < stack->size(); ++i) {
+    c10::IValue& arg = (*stack)[i];
+    if (arg.isDevice() && arg.toDevice().type() == c10::DeviceType::PrivateUse1) {
+      arg = c10::Device(c10::DeviceType::CPU);
+    } else {
+      arg = map_tensors(arg, [](const at::Tensor& t) { return is_emu(t) ? t.cpu() : t; });
+    }
+  }
+  op.redispatchBoxed(c10::DispatchKeySet(cpu_key), stack);
+}
+// LITERALINCLUDE END: FALLBACK_HOST_OBJECTS
+
 // LITERALINCLUDE START: FALLBACK_KERNEL
-void run_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+void run_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey cpu_key) {
   const auto& schema = op.schema();
   const size_t num_args = schema.arguments().size();
   const auto args = torch::jit::last(*stack, num_args);
-  TORCH_CHECK_NOT_IMPLEMENTED(op.hasKernelForDispatchKey(c10::DispatchKey::CPU),
+  TORCH_CHECK_NOT_IMPLEMENTED(op.hasKernelForDispatchKey(cpu_key),
                               "The operator '", schema.operator_name(),
-                              "' is not implemented for emu: it has neither an emu kernel nor a CPU "
-                              "kernel for the emu fallback to run.");
+                              "' is not implemented for emu: it has neither an emu kernel nor a ", cpu_key,
+                              " kernel for the emu fallback to run.");
 
   // 1. Which device runs it (and no tensors on two devices).
   DeviceCheck check;
@@ -104,6 +140,10 @@ void run_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const bool no_emu_tensor = check.index < 0;
   c10::DeviceIndex device = check.finish(schema.operator_name().name.c_str(),
                                          check.host_tensor && accepts_host_tensors(schema.operator_name()));
+  if (returns_object(schema)) {
+    run_on_host_copies(op, stack, cpu_key);
+    return;
+  }
 
   // 2. Rewrite the arguments for the CPU kernel: emu tensors become aliases of
   // their device memory, an emu device argument (factory ops) becomes CPU, and
@@ -129,7 +169,7 @@ void run_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
   // 3. Run the CPU kernel as a kernel on the device's current stream.
   launch_kernel(current_stream(device), [&] {
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+    op.redispatchBoxed(c10::DispatchKeySet(cpu_key), stack);
   });
 
   // 4. Results back as emu tensors (no copies), out= resizes propagated.
@@ -145,7 +185,7 @@ void run_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 // LITERALINCLUDE START: FALLBACK_REGISTER
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&emu_fallback>());
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&emu_fallback_for<c10::DispatchKey::CPU>>());
 }
 // LITERALINCLUDE END: FALLBACK_REGISTER
 
@@ -159,24 +199,35 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 //
 // This runs when the extension module initialises, after every static
 // registration of the library: ops with a native emu kernel keep it.
-void route_structured_ops_to_fallback() {
-  static torch::Library m(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+//
+// Quantized tensors (QuantizedPrivateUse1) get the same generic kernels, which
+// cannot make quantized outputs: ops QuantizedCPU implements (cat, comparisons,
+// upsampling...) go to the quantized fallback (EmuQuantized.cpp) instead.
+template <c10::DispatchKey emu_key, c10::DispatchKey cpu_key>
+void route_structured_ops(bool record) {
+  static torch::Library m(torch::Library::IMPL, "aten", emu_key, __FILE__, __LINE__);
   auto& dispatcher = c10::Dispatcher::singleton();
   for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
     const auto op = dispatcher.findOp(name);
     if (name.name.rfind("aten::", 0) != 0 || !op ||
         !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
-        !op->hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
-        op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) {
+        !op->hasKernelForDispatchKey(cpu_key) || op->hasKernelForDispatchKey(emu_key)) {
       continue;
     }
     std::string unqualified = name.name.substr(6);
     if (!name.overload_name.empty()) {
       unqualified += "." + name.overload_name;
     }
-    m.impl(unqualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&emu_fallback>());
-    fallback_routed_ops().push_back("aten::" + unqualified);
+    m.impl(unqualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&emu_fallback_for<cpu_key>>());
+    if (record) {
+      fallback_routed_ops().push_back("aten::" + unqualified);
+    }
   }
+}
+
+void route_structured_ops_to_fallback() {
+  route_structured_ops<c10::DispatchKey::PrivateUse1, c10::DispatchKey::CPU>(/*record=*/true);
+  route_structured_ops<c10::DispatchKey::QuantizedPrivateUse1, c10::DispatchKey::QuantizedCPU>(/*record=*/false);
 }
 // LITERALINCLUDE END: FALLBACK_STRUCTURED
 

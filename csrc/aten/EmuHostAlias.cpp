@@ -1,5 +1,6 @@
 #include "aten/EmuHostAlias.h"
 
+#include <ATen/quantized/QTensorImpl.h>
 #include <c10/core/CPUAllocator.h>
 
 #include "core/EmuDeviceAllocator.h"
@@ -17,16 +18,53 @@ void copy_view_bits(const at::Tensor& from, c10::TensorImpl* to) {
   }
 }
 
-at::Tensor tensor_on(c10::Storage storage, c10::DispatchKey key, const at::Tensor& like) {
-  // A ZeroTensor (autograd's storage-less zeros) must stay one on the other
-  // side, or its empty storage would be read as data.
-  const auto zero = like.key_set() & c10::DispatchKeySet(c10::DispatchKey::ZeroTensor);
-  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(key) | zero, like.dtype());
+c10::DispatchKey key_of(c10::DeviceType device_type, bool quantized) {
+  if (device_type == c10::DeviceType::CPU) {
+    return quantized ? c10::DispatchKey::QuantizedCPU : c10::DispatchKey::CPU;
+  }
+  return quantized ? c10::DispatchKey::QuantizedPrivateUse1 : c10::DispatchKey::PrivateUse1;
+}
+
+bool is_emu(const at::Tensor& t) {
+  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
+}
+
+} // namespace
+
+at::Tensor tensor_over(c10::Storage storage, c10::DeviceType device_type, caffe2::TypeMeta dtype,
+                       const at::Tensor& like, at::QuantizerPtr quantizer) {
+  const c10::DispatchKeySet keys(key_of(device_type, quantizer != nullptr));
+  c10::intrusive_ptr<c10::TensorImpl> impl;
+  if (quantizer) {
+    impl = c10::make_intrusive<at::QTensorImpl>(std::move(storage), keys, dtype, std::move(quantizer));
+  } else {
+    // A ZeroTensor (autograd's storage-less zeros) must stay one on the other
+    // side, or its empty storage would be read as data.
+    const auto zero = like.key_set() & c10::DispatchKeySet(c10::DispatchKey::ZeroTensor);
+    impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage), keys | zero, dtype);
+  }
   copy_view_bits(like, impl.get());
   return at::Tensor(std::move(impl));
 }
 
-} // namespace
+// LITERALINCLUDE START: QUANTIZER_PARAMS_IMPL
+at::QuantizerPtr map_quantizer_params(const at::Tensor& qtensor,
+                                      c10::function_ref<at::Tensor(const at::Tensor&)> map) {
+  at::QuantizerPtr quantizer = at::get_qtensorimpl(qtensor)->quantizer();
+  const at::QScheme scheme = quantizer->qscheme();
+  if (scheme != at::kPerChannelAffine && scheme != at::kPerChannelAffineFloatQParams) {
+    return quantizer;
+  }
+  const auto* per_channel = static_cast<const at::PerChannelAffineQuantizer*>(quantizer.get());
+  at::Tensor scales = map(per_channel->scales()), zero_points = map(per_channel->zero_points());
+  if (scheme == at::kPerChannelAffineFloatQParams) {
+    return c10::make_intrusive<at::PerChannelAffineFloatQParamsQuantizer>(
+        per_channel->scalar_type(), std::move(scales), std::move(zero_points), per_channel->axis());
+  }
+  return c10::make_intrusive<at::PerChannelAffineQuantizer>(per_channel->scalar_type(), std::move(scales),
+                                                           std::move(zero_points), per_channel->axis());
+}
+// LITERALINCLUDE END: QUANTIZER_PARAMS_IMPL
 
 // LITERALINCLUDE START: HOST_ALIAS
 c10::Storage& HostAliases::cpu_storage_for(const c10::Storage& emu) {
@@ -45,7 +83,11 @@ c10::Storage& HostAliases::cpu_storage_for(const c10::Storage& emu) {
 }
 
 at::Tensor HostAliases::alias(const at::Tensor& emu) {
-  at::Tensor cpu = tensor_on(cpu_storage_for(emu.storage()), c10::DispatchKey::CPU, emu);
+  at::QuantizerPtr quantizer;
+  if (emu.is_quantized()) {
+    quantizer = map_quantizer_params(emu, [&](const at::Tensor& p) { return is_emu(p) ? alias(p) : p; });
+  }
+  at::Tensor cpu = tensor_over(cpu_storage_for(emu.storage()), c10::DeviceType::CPU, emu.dtype(), emu, quantizer);
   inputs_.push_back({emu, cpu});
   return cpu;
 }
@@ -65,10 +107,15 @@ at::Tensor HostAliases::to_emu(const at::Tensor& cpu, c10::DeviceIndex device) {
       return in.emu; // in-place and out= ops return their argument itself
     }
   }
+  // A quantized result's per-channel parameters become emu tensors first.
+  at::QuantizerPtr quantizer;
+  if (cpu.is_quantized()) {
+    quantizer = map_quantizer_params(cpu, [&](const at::Tensor& p) { return to_emu(p, device); });
+  }
   c10::StorageImpl* cpu_storage = cpu.storage().unsafeGetStorageImpl();
   for (const Pair& p : storages_) {
     if (p.cpu.unsafeGetStorageImpl() == cpu_storage) {
-      return tensor_on(p.emu, c10::DispatchKey::PrivateUse1, cpu); // a view of an input
+      return tensor_over(p.emu, c10::DeviceType::PrivateUse1, cpu.dtype(), cpu, quantizer); // a view of an input
     }
   }
   if (cpu_storage->data() == nullptr || is_device_ptr(cpu_storage->data())) {
@@ -78,7 +125,7 @@ at::Tensor HostAliases::to_emu(const at::Tensor& cpu, c10::DeviceIndex device) {
     c10::Storage emu = emu_storage(std::move(data), cpu_storage->nbytes());
     // Other outputs sharing this storage must map to the same emu storage.
     storages_.push_back({emu, cpu.storage()});
-    return tensor_on(std::move(emu), c10::DispatchKey::PrivateUse1, cpu);
+    return tensor_over(std::move(emu), c10::DeviceType::PrivateUse1, cpu.dtype(), cpu, std::move(quantizer));
   }
   // Host memory from elsewhere (rare: a kernel returning a cached buffer).
   return cpu.to(c10::Device(c10::DeviceType::PrivateUse1, device));

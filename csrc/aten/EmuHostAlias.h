@@ -3,16 +3,32 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <ATen/quantized/Quantizer.h>
+#include <c10/util/FunctionRef.h>
 #include <c10/util/SmallVector.h>
 
 namespace torch_emu {
+
+// A tensor over `storage` with the sizes, strides, offset and conj/neg bits of
+// `like`, the dispatch keys of `device_type` and the element type `dtype`. A
+// quantizer makes it a quantized tensor (QTensorImpl) of that device type.
+at::Tensor tensor_over(c10::Storage storage, c10::DeviceType device_type, caffe2::TypeMeta dtype,
+                       const at::Tensor& like, at::QuantizerPtr quantizer = {});
+
+// The quantizer of a quantized tensor with its parameter tensors passed
+// through `map`. Per-tensor parameters are plain numbers: the quantizer is
+// shared. Per-channel scales and zero points are tensors on the quantized
+// tensor's device, so a quantizer for another device needs them mapped there.
+at::QuantizerPtr map_quantizer_params(const at::Tensor& qtensor,
+                                      c10::function_ref<at::Tensor(const at::Tensor&)> map);
 
 // One set of aliases per kernel launch. Emu tensors that share a storage get
 // aliases that share one CPU storage, so CPU's overlap and identity checks
 // (in-place ops, x[1:].copy_(x[:-1]), is_set_to) see what they would on CPU.
 class HostAliases {
  public:
-  // A CPU tensor viewing the same memory, sizes, strides and bits as `emu`.
+  // A CPU tensor viewing the same memory, sizes, strides and bits as `emu`
+  // (a QuantizedCPU tensor for a quantized one, with aliased parameters).
   at::Tensor alias(const at::Tensor& emu);
   // The same for an optional argument (bias...): nullopt stays nullopt.
   std::optional<at::Tensor> alias(const std::optional<at::Tensor>& emu);
