@@ -8,6 +8,7 @@
 #include <chrono>
 
 #include "aten/EmuDeviceCheck.h"
+#include "aten/EmuFallback.h"
 #include "aten/EmuFallbackReport.h"
 #include "aten/EmuHostAlias.h"
 #include "core/EmuGenerator.h"
@@ -66,35 +67,44 @@ void for_each_tensor(const c10::IValue& value, Fn&& fn) {
   }
 }
 
-void run_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+void run_on_device(const c10::OperatorHandle& op, c10::DispatchKey cpu_key, torch::jit::Stack* stack);
+
+} // namespace
 
 // LITERALINCLUDE START: FALLBACK_WATCH
 // The boxed fallback. Usually it just runs the op; when a vendor asked for a
 // fallback report (or for fallbacks to be errors) it is timed or refused.
-void emu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+// `keys` names the emu key it runs for (PrivateUse1, SparsePrivateUse1...):
+// the CPU kernel is the one of the same functionality (CPU, SparseCPU...).
+void emu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+  const c10::DispatchKey cpu_key = c10::toRuntimePerBackendFunctionalityKey(
+      c10::toFunctionalityKey(keys.highestPriorityTypeId()), c10::BackendComponent::CPUBit);
   if (C10_LIKELY(!fallback_watched())) {
-    run_on_device(op, stack);
+    run_on_device(op, cpu_key, stack);
     return;
   }
   TORCH_CHECK_NOT_IMPLEMENTED(!fallback_is_error(), "'", op.schema().operator_name(),
                               "' has no emu kernel and fallbacks are errors (TORCH_EMU_FALLBACK_ERROR=1 "
                               "or torch_emu.tools.fallback_report(error=True))");
   const auto start = std::chrono::steady_clock::now();
-  run_on_device(op, stack);
+  run_on_device(op, cpu_key, stack);
   record_fallback(op.schema().operator_name(),
                   std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
 }
 // LITERALINCLUDE END: FALLBACK_WATCH
 
+namespace {
+
 // LITERALINCLUDE START: FALLBACK_KERNEL
-void run_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+void run_on_device(const c10::OperatorHandle& op, c10::DispatchKey cpu_key, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const size_t num_args = schema.arguments().size();
   const auto args = torch::jit::last(*stack, num_args);
-  TORCH_CHECK_NOT_IMPLEMENTED(op.hasKernelForDispatchKey(c10::DispatchKey::CPU),
+  TORCH_CHECK_NOT_IMPLEMENTED(op.hasKernelForDispatchKey(cpu_key),
                               "The operator '", schema.operator_name(),
-                              "' is not implemented for emu: it has neither an emu kernel nor a CPU "
-                              "kernel for the emu fallback to run.");
+                              "' is not implemented for emu", cpu_key == c10::DispatchKey::CPU ? "" : " tensors of this layout",
+                              ": it has neither an emu kernel nor a ", cpu_key,
+                              " kernel for the emu fallback to run.");
 
   // 1. Which device runs it (and no tensors on two devices).
   DeviceCheck check;
@@ -129,7 +139,7 @@ void run_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
   // 3. Run the CPU kernel as a kernel on the device's current stream.
   launch_kernel(current_stream(device), [&] {
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+    op.redispatchBoxed(c10::DispatchKeySet(cpu_key), stack);
   });
 
   // 4. Results back as emu tensors (no copies), out= resizes propagated.

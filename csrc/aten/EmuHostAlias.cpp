@@ -44,6 +44,9 @@ c10::Storage& HostAliases::cpu_storage_for(const c10::Storage& emu) {
 }
 
 at::Tensor HostAliases::alias(const at::Tensor& emu) {
+  if (emu.layout() != at::kStrided) {
+    return alias_sparse(emu);
+  }
   at::Tensor cpu = tensor_on(cpu_storage_for(emu.storage()), c10::DispatchKey::CPU, emu);
   inputs_.push_back({emu, cpu});
   return cpu;
@@ -58,6 +61,9 @@ std::optional<at::Tensor> HostAliases::alias(const std::optional<at::Tensor>& em
 at::Tensor HostAliases::to_emu(const at::Tensor& cpu, c10::DeviceIndex device) {
   if (!cpu.defined() || !cpu.is_cpu()) {
     return cpu;
+  }
+  if (cpu.layout() != at::kStrided) {
+    return sparse_to_emu(cpu, device);
   }
   for (const InputPair& in : inputs_) {
     if (in.cpu.unsafeGetTensorImpl() == cpu.unsafeGetTensorImpl()) {
@@ -107,6 +113,7 @@ void HostAliases::sync_inputs() {
       in.emu.unsafeGetTensorImpl()->set_sizes_and_strides(cpu.sizes(), cpu.strides(), cpu.storage_offset());
     }
   }
+  sync_sparse_inputs(); // after the dense ones: their members are among those
 }
 
 } // namespace torch_emu
