@@ -1,5 +1,6 @@
 #include "aten/EmuHostAlias.h"
 
+#include <ATen/core/grad_mode.h>
 #include <c10/core/CPUAllocator.h>
 
 #include "core/EmuDeviceAllocator.h"
@@ -44,11 +45,18 @@ c10::Storage& HostAliases::cpu_storage_for(const c10::Storage& emu) {
 }
 
 at::Tensor HostAliases::alias(const at::Tensor& emu) {
-  if (emu.layout() != at::kStrided) {
-    return alias_sparse(emu);
+  at::Tensor cpu;
+  if (emu.layout() == at::kStrided) {
+    cpu = tensor_on(cpu_storage_for(emu.storage()), c10::DispatchKey::CPU, emu);
+    inputs_.push_back({emu, cpu});
+  } else {
+    cpu = alias_sparse(emu);
   }
-  at::Tensor cpu = tensor_on(cpu_storage_for(emu.storage()), c10::DispatchKey::CPU, emu);
-  inputs_.push_back({emu, cpu});
+  // Some CPU kernels ask, below autograd, whether the backward will need more
+  // than the result (sparse.mm with reduce="amax" keeps the argmax then).
+  if (emu.requires_grad() && at::GradMode::is_enabled()) {
+    cpu.set_requires_grad(true);
+  }
   return cpu;
 }
 // LITERALINCLUDE END: HOST_ALIAS
