@@ -77,8 +77,10 @@ void run_on_device(const c10::OperatorHandle& op, c10::DispatchKey cpu_key, torc
 // `keys` names the emu key it runs for (PrivateUse1, SparsePrivateUse1...):
 // the CPU kernel is the one of the same functionality (CPU, SparseCPU...).
 void emu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
-  const c10::DispatchKey cpu_key = c10::toRuntimePerBackendFunctionalityKey(
-      c10::toFunctionalityKey(keys.highestPriorityTypeId()), c10::BackendComponent::CPUBit);
+  const c10::DispatchKey layout = c10::toFunctionalityKey(keys.highestPriorityTypeId());
+  const c10::DispatchKey cpu_key = layout == c10::DispatchKey::Sparse || layout == c10::DispatchKey::SparseCsr
+      ? c10::toRuntimePerBackendFunctionalityKey(layout, c10::BackendComponent::CPUBit)
+      : c10::DispatchKey::CPU;
   if (C10_LIKELY(!fallback_watched())) {
     run_on_device(op, cpu_key, stack);
     return;

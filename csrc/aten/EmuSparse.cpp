@@ -36,7 +36,9 @@ TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
 TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&emu_fallback>());
 }
+// LITERALINCLUDE END: SPARSE_FALLBACK
 
+// LITERALINCLUDE START: SPARSE_ROUTE
 // A backend fallback only runs where an op has no kernel for the key, and
 // many ops have a generic one for every backend, sparse keys included
 // (CompositeExplicitAutograd: clone, copy_; the structured ops' generic
@@ -66,7 +68,7 @@ void route_sparse_ops_to_fallback() {
     }
   }
 }
-// LITERALINCLUDE END: SPARSE_FALLBACK
+// LITERALINCLUDE END: SPARSE_ROUTE
 
 // LITERALINCLUDE START: SPARSE_GENERIC
 TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
