@@ -199,9 +199,28 @@ def test_properties_like_cuda(baseline_memory):
     assert not torch._has_compatible_shallow_copy_type(s, s.cpu())
     assert torch._has_compatible_shallow_copy_type(csr, csr)
     assert not torch._has_compatible_shallow_copy_type(csr, s)
+    # CSR across devices: no (a shallow copy would keep the old members).
+    assert not torch._has_compatible_shallow_copy_type(csr, csr.cpu())
+    assert not torch._has_compatible_shallow_copy_type(csr.cpu(), csr)
+    assert not torch._has_compatible_shallow_copy_type(csr, csr.to("emu:1"))
+    assert torch._has_compatible_shallow_copy_type(d, d.to("emu:1"))  # dense: unchanged
     assert s.type() == "torch.emu.sparse.FloatTensor"
     assert s.is_sparse and csr.is_sparse_csr and not d.is_sparse
     assert "device='emu:0'" in repr(s) and "layout=torch.sparse_csr" in repr(csr)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_module_with_sparse_parameter(layout, baseline_memory):
+    x = dense(4, 6)
+    m = torch.nn.Module()
+    m.p = torch.nn.Parameter(to_layout(x, layout))
+    for device in ["emu:0", "emu:1", "cpu"]:
+        m.to(device)
+        assert isinstance(m.p, torch.nn.Parameter) and m.p.requires_grad
+        assert_on(m.p.detach(), device)
+        assert torch.equal(m.p.detach().to_dense().cpu(), x)
+    with pytest.raises(RuntimeError, match="incompatible tensor type"):
+        m.p.data = to_layout(x, layout).to("emu")
 
 
 # --- operations ------------------------------------------------------------------

@@ -22,6 +22,7 @@
 #include <ATen/ops/row_indices_native.h>
 #include <ATen/ops/sparse_dim_native.h>
 #include <ATen/ops/values_native.h>
+#include <ATen/SparseCsrTensorUtils.h>
 #include <torch/library.h>
 
 #include "aten/EmuFallback.h"
@@ -70,6 +71,31 @@ void route_sparse_ops_to_fallback() {
 }
 // LITERALINCLUDE END: SPARSE_ROUTE
 
+namespace {
+
+// LITERALINCLUDE START: SPARSE_SHALLOW_COPY
+// Module.to() keeps a parameter's object (param.data = converted) when this
+// says the two tensors can shallow-copy each other. TensorImpl says yes for
+// any two compressed-layout tensors, but SparseCsrTensorImpl's shallow copy
+// keeps its old member tensors (on CPU too: param.data = csr leaves the old
+// values), so a CSR parameter moved to emu would claim emu and hold host
+// memory. Across devices, emu says no: the module gets a new parameter.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set()) &&
+      (!at::sparse_csr::is_sparse_compressed(self) || self.device() == from.device());
+}
+
+// The op's generic kernel (CompositeImplicitAutograd) also fills the
+// AutogradPrivateUse1 slot, which every emu call passes first, unless the
+// dense key has a kernel of its own: registered there too, answering as the
+// generic kernel does for dense tensors.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
+}
+// LITERALINCLUDE END: SPARSE_SHALLOW_COPY
+
+} // namespace
+
 // LITERALINCLUDE START: SPARSE_GENERIC
 TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
   m.impl("_nnz", TORCH_FN(at::native::_nnz_sparse));
@@ -98,6 +124,7 @@ TORCH_LIBRARY_IMPL(aten, SparseCsrPrivateUse1, m) {
   m.impl("sparse_dim", TORCH_FN(at::native::sparse_dim_sparse_csr));
   m.impl("dense_dim", TORCH_FN(at::native::dense_dim_sparse_csr));
   m.impl("copy_", TORCH_FN(at::native::copy_sparse_compressed_));
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
 }
 // LITERALINCLUDE END: SPARSE_GENERIC
 
