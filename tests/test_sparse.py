@@ -50,6 +50,7 @@ def assert_on(t, device="emu:0"):
 
 def assert_same(e, c, exact=True):
     """Emu result `e` is CPU result `c`: layout, metadata, members, values."""
+    assert e.device.type == "emu"
     assert_on(e, e.device)
     assert e.layout == c.layout and e.shape == c.shape and e.dtype == c.dtype
     tol = dict(rtol=0, atol=0) if exact else {}
@@ -437,7 +438,10 @@ def _run_sample(op, sample, shape_only=False):
     kwargs = dict(sample.kwargs)
     if "device" in kwargs:
         kwargs["device"] = "emu"
-    run_emu = lambda: op(_to_emu(sample.input), *tree_map(_to_emu, sample.args), **tree_map(_to_emu, kwargs))  # noqa: E731
+
+    def run_emu():
+        return op(_to_emu(sample.input), *tree_map(_to_emu, sample.args), **tree_map(_to_emu, kwargs))
+
     try:
         c = op(sample.input, *sample.args, **sample.kwargs)
     except Exception as exc:

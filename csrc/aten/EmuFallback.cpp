@@ -104,9 +104,9 @@ void run_on_device(const c10::OperatorHandle& op, c10::DispatchKey cpu_key, torc
   const auto args = torch::jit::last(*stack, num_args);
   TORCH_CHECK_NOT_IMPLEMENTED(op.hasKernelForDispatchKey(cpu_key),
                               "The operator '", schema.operator_name(),
-                              "' is not implemented for emu", cpu_key == c10::DispatchKey::CPU ? "" : " tensors of this layout",
-                              ": it has neither an emu kernel nor a ", cpu_key,
-                              " kernel for the emu fallback to run.");
+                              "' is not implemented for emu",
+                              cpu_key == c10::DispatchKey::CPU ? "" : " tensors of this layout",
+                              ": it has neither an emu kernel nor a ", cpu_key, " kernel for the emu fallback to run.");
 
   // 1. Which device runs it (and no tensors on two devices).
   DeviceCheck check;
