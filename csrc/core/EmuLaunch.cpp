@@ -1,8 +1,6 @@
 #include "core/EmuLaunch.h"
 
-#include <c10/core/AutogradState.h>
 #include <c10/core/CPUAllocator.h>
-#include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include <exception>
 
@@ -70,10 +68,6 @@ struct Launch {
   c10::function_ref<void()> kernel;
   c10::Stream stream;
   std::exception_ptr error;
-  // The launching thread's dispatch and autograd state (below autograd, grad
-  // mode...): the kernel sees it on the stream's worker too.
-  c10::impl::LocalDispatchKeySet dispatch_keys = c10::impl::tls_local_dispatch_key_set();
-  c10::AutogradState autograd = c10::AutogradState::get_tls_state();
 };
 
 // LITERALINCLUDE START: RUN_KERNEL
@@ -93,15 +87,11 @@ int run_kernel(void* user_data) {
     const c10::Stream outer_stream = exchange_stream(launch->stream);
     tls_kernel_device = device;
     tls_kernel_stream = launch->stream.id();
-    const c10::impl::ForceDispatchKeyGuard dispatch_keys(launch->dispatch_keys);
-    const c10::AutogradState outer_autograd = c10::AutogradState::get_tls_state();
-    c10::AutogradState::set_tls_state(launch->autograd);
     try {
       launch->kernel();
     } catch (...) {
       launch->error = std::current_exception();
     }
-    c10::AutogradState::set_tls_state(outer_autograd);
     exchange_stream(outer_stream);
   } catch (...) {
     launch->error = std::current_exception();
