@@ -7,7 +7,6 @@ instead, since the op takes the whole test process down.
 """
 
 _COMPOSITE = "emu runs the composite (math) decomposition, CPU a fused kernel: rounding differs"
-_SPARSE = "sparse layouts (COO/CSR) are not supported on emu (no Sparse*emu kernels)"
 
 KNOWN_FAILURES = {
     # Numerical differences from a different (composite) code path.
@@ -25,7 +24,4 @@ KNOWN_FAILURES = {
         "tests/test_attention.py compares each backend with its CPU counterpart"
     ),
     # Real emu bugs / unsupported features.
-    "sparse.mm.reduce": _SPARSE,
-    "sparse.sampled_addmm": _SPARSE,
-    "to_sparse": _SPARSE + " ('Cannot access storage of SparseTensorImpl')",
 }

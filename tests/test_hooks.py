@@ -51,8 +51,16 @@ def test_device_capability_lists_dtypes_that_really_work():
     dtypes = caps["supported_dtypes"]
     assert {torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.bool, torch.complex64} <= set(dtypes)
     assert not {torch.bits8, torch.int4, torch.uint3, torch.float4_e2m1fn_x2} & set(dtypes)  # no kernels anywhere
+    quantized = {torch.qint8, torch.quint8, torch.qint32, torch.quint4x2, torch.quint2x4}
+    assert quantized <= set(dtypes)
     for dtype in dtypes:
         src = torch.tensor([0.0, 1.0, 2.0])
+        if dtype in quantized:  # made by quantizing, not by a cast
+            q = torch.quantize_per_tensor(src.to("emu"), 0.5, 1, dtype)
+            assert q.dtype == dtype and q.device.type == "emu"
+            expected = torch.quantize_per_tensor(src, 0.5, 1, dtype).dequantize()
+            torch.testing.assert_close(q.dequantize().cpu(), expected, rtol=0, atol=0)
+            continue
         on_emu = src.to("emu").to(dtype)
         assert on_emu.dtype == dtype and on_emu.device.type == "emu"
         torch.testing.assert_close(on_emu.float().cpu(), src.to(dtype).float(), rtol=0, atol=0, equal_nan=True)

@@ -6,10 +6,10 @@
 #include <torch/library.h>
 
 #include <chrono>
-
-#include "aten/EmuFallback.h"
+#include <memory>
 
 #include "aten/EmuDeviceCheck.h"
+#include "aten/EmuFallback.h"
 #include "aten/EmuFallbackReport.h"
 #include "aten/EmuHostAlias.h"
 #include "core/EmuGenerator.h"
@@ -75,7 +75,12 @@ void run_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10:
 // LITERALINCLUDE START: FALLBACK_WATCH
 // The boxed fallback. Usually it just runs the op; when a vendor asked for a
 // fallback report (or for fallbacks to be errors) it is timed or refused.
-void emu_fallback_to(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey cpu_key) {
+// `keys` names the emu key it runs for (PrivateUse1, QuantizedPrivateUse1,
+// SparsePrivateUse1...): the CPU kernel is the one of the same functionality
+// (Dense, Quantized, Sparse...) for the CPU backend.
+void emu_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+  const c10::DispatchKey cpu_key = c10::toRuntimePerBackendFunctionalityKey(
+      c10::toFunctionalityKey(keys.highestPriorityTypeId()), c10::BackendComponent::CPUBit);
   if (C10_LIKELY(!fallback_watched())) {
     run_on_device(op, stack, cpu_key);
     return;
@@ -129,8 +134,9 @@ void run_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10:
   const auto args = torch::jit::last(*stack, num_args);
   TORCH_CHECK_NOT_IMPLEMENTED(op.hasKernelForDispatchKey(cpu_key),
                               "The operator '", schema.operator_name(),
-                              "' is not implemented for emu: it has neither an emu kernel nor a ", cpu_key,
-                              " kernel for the emu fallback to run.");
+                              "' is not implemented for emu",
+                              cpu_key == c10::DispatchKey::CPU ? "" : " tensors of this layout",
+                              ": it has neither an emu kernel nor a ", cpu_key, " kernel for the emu fallback to run.");
 
   // 1. Which device runs it (and no tensors on two devices).
   DeviceCheck check;
@@ -185,9 +191,28 @@ void run_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10:
 
 // LITERALINCLUDE START: FALLBACK_REGISTER
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&emu_fallback_for<c10::DispatchKey::CPU>>());
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&emu_fallback>());
 }
 // LITERALINCLUDE END: FALLBACK_REGISTER
+
+std::vector<std::string> route_to_fallback(c10::DispatchKey emu_key, bool (*wanted)(const c10::OperatorHandle&)) {
+  // One library per key, alive for the process as static registrations are.
+  static std::vector<std::unique_ptr<torch::Library>> libraries;
+  libraries.push_back(std::make_unique<torch::Library>(torch::Library::IMPL, "aten", emu_key, __FILE__, __LINE__));
+  std::vector<std::string> routed;
+  auto& dispatcher = c10::Dispatcher::singleton();
+  for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
+    const auto op = dispatcher.findOp(name);
+    if (name.name.rfind("aten::", 0) != 0 || !op || op->hasKernelForDispatchKey(emu_key) || !wanted(*op)) {
+      continue;
+    }
+    const std::string unqualified =
+        name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
+    libraries.back()->impl(unqualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&emu_fallback>());
+    routed.push_back(name.name + (name.overload_name.empty() ? "" : "." + name.overload_name));
+  }
+  return routed;
+}
 
 // LITERALINCLUDE START: FALLBACK_STRUCTURED
 // Structured ops (add, mm, relu...) come with a generic kernel for every
@@ -197,37 +222,19 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 // CPU's kernel. Sending the functional and in-place forms to the fallback
 // directly runs CPU's kernel once; its output is allocated in device memory.
 //
-// This runs when the extension module initialises, after every static
-// registration of the library: ops with a native emu kernel keep it.
-//
 // Quantized tensors (QuantizedPrivateUse1) get the same generic kernels, which
 // cannot make quantized outputs: ops QuantizedCPU implements (cat, comparisons,
-// upsampling...) go to the quantized fallback (EmuQuantized.cpp) instead.
-template <c10::DispatchKey emu_key, c10::DispatchKey cpu_key>
-void route_structured_ops(bool record) {
-  static torch::Library m(torch::Library::IMPL, "aten", emu_key, __FILE__, __LINE__);
-  auto& dispatcher = c10::Dispatcher::singleton();
-  for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
-    const auto op = dispatcher.findOp(name);
-    if (name.name.rfind("aten::", 0) != 0 || !op ||
-        !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
-        !op->hasKernelForDispatchKey(cpu_key) || op->hasKernelForDispatchKey(emu_key)) {
-      continue;
-    }
-    std::string unqualified = name.name.substr(6);
-    if (!name.overload_name.empty()) {
-      unqualified += "." + name.overload_name;
-    }
-    m.impl(unqualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&emu_fallback_for<cpu_key>>());
-    if (record) {
-      fallback_routed_ops().push_back("aten::" + unqualified);
-    }
-  }
+// upsampling...) go to the quantized fallback instead.
+template <c10::DispatchKey cpu_key>
+bool structured_with_kernel_for(const c10::OperatorHandle& op) {
+  return op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) &&
+      op.hasKernelForDispatchKey(cpu_key);
 }
 
 void route_structured_ops_to_fallback() {
-  route_structured_ops<c10::DispatchKey::PrivateUse1, c10::DispatchKey::CPU>(/*record=*/true);
-  route_structured_ops<c10::DispatchKey::QuantizedPrivateUse1, c10::DispatchKey::QuantizedCPU>(/*record=*/false);
+  fallback_routed_ops() =
+      route_to_fallback(c10::DispatchKey::PrivateUse1, &structured_with_kernel_for<c10::DispatchKey::CPU>);
+  route_to_fallback(c10::DispatchKey::QuantizedPrivateUse1, &structured_with_kernel_for<c10::DispatchKey::QuantizedCPU>);
 }
 // LITERALINCLUDE END: FALLBACK_STRUCTURED
 

@@ -31,9 +31,4 @@ std::vector<FallbackRecord> take_fallback_records();
 // fallback directly (see FALLBACK_STRUCTURED), for the coverage report.
 std::vector<std::string>& fallback_routed_ops();
 
-// Sends the functional and in-place forms of structured ops that have no emu
-// kernel straight to the fallback (EmuFallback.cpp). Called once, when the
-// extension module initialises.
-void route_structured_ops_to_fallback();
-
 } // namespace torch_emu

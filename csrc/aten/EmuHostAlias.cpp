@@ -1,5 +1,6 @@
 #include "aten/EmuHostAlias.h"
 
+#include <ATen/core/grad_mode.h>
 #include <ATen/quantized/QTensorImpl.h>
 #include <c10/core/CPUAllocator.h>
 
@@ -83,12 +84,22 @@ c10::Storage& HostAliases::cpu_storage_for(const c10::Storage& emu) {
 }
 
 at::Tensor HostAliases::alias(const at::Tensor& emu) {
-  at::QuantizerPtr quantizer;
-  if (emu.is_quantized()) {
-    quantizer = map_quantizer_params(emu, [&](const at::Tensor& p) { return is_emu(p) ? alias(p) : p; });
+  at::Tensor cpu;
+  if (emu.layout() == at::kStrided) {
+    at::QuantizerPtr quantizer;
+    if (emu.is_quantized()) {
+      quantizer = map_quantizer_params(emu, [&](const at::Tensor& p) { return is_emu(p) ? alias(p) : p; });
+    }
+    cpu = tensor_over(cpu_storage_for(emu.storage()), c10::DeviceType::CPU, emu.dtype(), emu, quantizer);
+    inputs_.push_back({emu, cpu});
+  } else {
+    cpu = alias_sparse(emu);
   }
-  at::Tensor cpu = tensor_over(cpu_storage_for(emu.storage()), c10::DeviceType::CPU, emu.dtype(), emu, quantizer);
-  inputs_.push_back({emu, cpu});
+  // Some CPU kernels ask, below autograd, whether the backward will need more
+  // than the result (sparse.mm with reduce="amax" keeps the argmax then).
+  if (emu.requires_grad() && at::GradMode::is_enabled()) {
+    cpu.set_requires_grad(true);
+  }
   return cpu;
 }
 // LITERALINCLUDE END: HOST_ALIAS
@@ -101,6 +112,9 @@ std::optional<at::Tensor> HostAliases::alias(const std::optional<at::Tensor>& em
 at::Tensor HostAliases::to_emu(const at::Tensor& cpu, c10::DeviceIndex device) {
   if (!cpu.defined() || !cpu.is_cpu()) {
     return cpu;
+  }
+  if (cpu.layout() != at::kStrided) {
+    return sparse_to_emu(cpu, device);
   }
   for (const InputPair& in : inputs_) {
     if (in.cpu.unsafeGetTensorImpl() == cpu.unsafeGetTensorImpl()) {
@@ -154,6 +168,7 @@ void HostAliases::sync_inputs() {
       in.emu.unsafeGetTensorImpl()->set_sizes_and_strides(cpu.sizes(), cpu.strides(), cpu.storage_offset());
     }
   }
+  sync_sparse_inputs(); // after the dense ones: their members are among those
 }
 
 } // namespace torch_emu

@@ -25,6 +25,8 @@ at::QuantizerPtr map_quantizer_params(const at::Tensor& qtensor,
 // One set of aliases per kernel launch. Emu tensors that share a storage get
 // aliases that share one CPU storage, so CPU's overlap and identity checks
 // (in-place ops, x[1:].copy_(x[:-1]), is_set_to) see what they would on CPU.
+// Sparse tensors (COO, CSR, CSC, BSR, BSC) have no storage: their alias is a
+// CPU sparse tensor whose indices and values alias the emu ones.
 class HostAliases {
  public:
   // A CPU tensor viewing the same memory, sizes, strides and bits as `emu`
@@ -44,6 +46,11 @@ class HostAliases {
   void sync_inputs();
 
  private:
+  // The sparse layouts (EmuSparseAlias.cpp).
+  at::Tensor alias_sparse(const at::Tensor& emu);
+  at::Tensor sparse_to_emu(const at::Tensor& cpu, c10::DeviceIndex device);
+  void sync_sparse_inputs();
+
   c10::Storage& cpu_storage_for(const c10::Storage& emu);
   struct Pair {
     c10::Storage emu;
@@ -55,6 +62,7 @@ class HostAliases {
   };
   c10::SmallVector<Pair, 4> storages_;
   c10::SmallVector<InputPair, 4> inputs_;
+  c10::SmallVector<InputPair, 1> sparse_inputs_;
 };
 
 } // namespace torch_emu

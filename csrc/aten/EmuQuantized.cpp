@@ -138,7 +138,7 @@ at::Tensor quantized_copy_from_and_resize(const at::Tensor& src, const at::Tenso
 
 // LITERALINCLUDE START: QUANTIZED_REGISTER
 TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&emu_fallback_for<c10::DispatchKey::QuantizedCPU>>());
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&emu_fallback>());
 }
 
 TORCH_LIBRARY_IMPL(aten, QuantizedPrivateUse1, m) {

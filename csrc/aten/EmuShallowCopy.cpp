@@ -8,6 +8,7 @@
 // new Parameter objects, which unties tied weights (an LM head sharing its
 // embedding) and leaves an optimizer built before the move updating tensors
 // the model no longer uses. CUDA keeps both; so does emu.
+#include <ATen/SparseCsrTensorUtils.h>
 #include <c10/core/DispatchKeySet.h>
 #include <torch/library.h>
 
@@ -15,28 +16,39 @@ namespace torch_emu {
 namespace {
 
 // LITERALINCLUDE START: SHALLOW_COPY
-// Emu and CPU tensors of the same layout are the same TensorImpl class (dense:
-// TensorImpl, sparse COO: SparseTensorImpl), so one can take the other's
-// storage, sizes and dispatch keys, exactly as a CPU tensor can a CUDA one's.
-bool same_layout_on_cpu_or_emu(c10::DispatchKeySet a, c10::DispatchKeySet b, c10::DispatchKey layout_key) {
-  const auto on_cpu_or_emu = [layout_key](c10::DispatchKeySet ks) {
-    constexpr auto backends =
-        c10::DispatchKeySet({c10::BackendComponent::CPUBit, c10::BackendComponent::PrivateUse1Bit});
-    return ks.has_any(c10::DispatchKeySet(layout_key)) && ks.has_any(backends);
-  };
-  return on_cpu_or_emu(a) && on_cpu_or_emu(b);
+// Dense emu and CPU tensors are the same TensorImpl class, so one can take the
+// other's storage, sizes and dispatch keys, exactly as a CPU tensor can a
+// CUDA one's. Sparse layouts keep PyTorch's own answer, with one exception:
+// - COO: SparseTensorImpl's shallow copy asserts a fixed backend list without
+//   PrivateUse1, so CPU <-> emu stays "no" (a new Parameter); emu:0 <-> emu:1
+//   is "yes".
+// - Compressed layouts (CSR, CSC, BSR, BSC): PyTorch says "yes" for any two,
+//   but SparseCsrTensorImpl's shallow copy keeps its old member tensors (on
+//   CPU too: param.data = csr leaves the old values), so a CSR parameter
+//   moved to emu would claim emu and hold host memory. Across devices: "no".
+bool dense_on_cpu_or_emu(c10::DispatchKeySet keys) {
+  constexpr auto backends =
+      c10::DispatchKeySet({c10::BackendComponent::CPUBit, c10::BackendComponent::PrivateUse1Bit});
+  return keys.has(c10::DispatchKey::Dense) && keys.has_any(backends);
 }
 
 bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
-  const c10::DispatchKeySet a = self.key_set(), b = from.key_set();
-  return same_layout_on_cpu_or_emu(a, b, c10::DispatchKey::Dense) ||
-         same_layout_on_cpu_or_emu(a, b, c10::DispatchKey::Sparse) ||
-         self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(b);
+  if (dense_on_cpu_or_emu(self.key_set()) && dense_on_cpu_or_emu(from.key_set())) {
+    return true;
+  }
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set()) &&
+      (!at::sparse_csr::is_sparse_compressed(self) || self.device() == from.device());
 }
 
 // The op dispatches on both arguments' keys, so this kernel answers for
-// CPU <-> emu pairs in either order as well as emu <-> emu.
+// CPU <-> emu pairs in either order as well as emu <-> emu. Registered for the
+// dense key: that also takes the op's generic kernel out of the
+// AutogradPrivateUse1 slot, which every emu call passes first.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
+}
+
+TORCH_LIBRARY_IMPL(aten, SparseCsrPrivateUse1, m) {
   m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
 }
 // LITERALINCLUDE END: SHALLOW_COPY

@@ -77,9 +77,6 @@ struct EmuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     types.has_Int1 = types.has_Int2 = types.has_Int3 = types.has_Int4 = 0;
     types.has_Int5 = types.has_Int6 = types.has_Int7 = 0;
     types.has_Float4_e2m1fn_x2 = 0;
-    // Quantized tensors do not exist on emu yet.
-    types.has_QInt8 = types.has_QUInt8 = types.has_QInt32 = 0;
-    types.has_QUInt4x2 = types.has_QUInt2x4 = 0;
     return capability;
   }
   // LITERALINCLUDE END: GUARD_CAPABILITY

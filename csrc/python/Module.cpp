@@ -5,6 +5,7 @@
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include "aten/EmuFallback.h"
 #include "aten/EmuFallbackReport.h"
 #include "aten/kernels/EmuNativeKernels.h"
 #include "core/EmuException.h"
@@ -54,6 +55,7 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "torch-emu native extension: runtime, PrivateUse1 integration core and kernels";
   const bool native_kernels = register_native_kernels();
   route_structured_ops_to_fallback(); // after every kernel registration
+  route_sparse_ops_to_fallback();
   m.def("_native_kernels", [native_kernels] { return native_kernels; });
   // Starts the runtime; raises the runtime's error (bad configuration, use
   // after fork) as a Python exception.
