@@ -10,7 +10,7 @@ OpInfo (by sorted name), float32 and int64, the first ``SAMPLES`` samples,
 forward only.  ``TORCH_EMU_OPINFO_FULL=1`` runs every OpInfo, all samples,
 bfloat16 too, and (float32) backward.
 
-Known mismatches live in ``opinfo_known_failures.KNOWN_FAILURES``.
+Known mismatches live in ``parity_known_failures.OPINFO_FAILURES``.
 """
 
 import itertools
@@ -25,7 +25,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from torch.testing._internal.common_methods_invocations import op_db  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
-from opinfo_known_failures import KNOWN_FAILURES  # noqa: E402
+from parity_known_failures import OPINFO_FAILURES, marks_for  # noqa: E402
 
 FULL = os.environ.get("TORCH_EMU_OPINFO_FULL", "") not in ("", "0")
 STRIDE = 6  # default: every 6th OpInfo by sorted name (~17% of op_db)
@@ -82,13 +82,7 @@ def _params():
         oid = _op_id(op)
         for dtype in DTYPES:
             tid = f"{oid}-{str(dtype).split('.')[-1]}"
-            reason = KNOWN_FAILURES.get(tid, KNOWN_FAILURES.get(oid))
-            marks = []
-            if reason and reason.startswith("CRASH:"):
-                marks.append(pytest.mark.skip(reason=reason))
-            elif reason:
-                marks.append(pytest.mark.xfail(reason=reason, strict=False))
-            yield pytest.param(op, dtype, id=tid, marks=marks)
+            yield pytest.param(op, dtype, id=tid, marks=marks_for(OPINFO_FAILURES, tid, oid))
 
 
 def _to_emu(x):
