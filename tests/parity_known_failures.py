@@ -42,7 +42,9 @@ MODULE_FAILURES = {
     "nn.LSTMCell": _RNN.format("lstm"),
 }
 
-OPTIM_FAILURES = {}
+OPTIM_FAILURES = {
+    "SparseAdam": _SPARSE + " (its gradients are sparse COO tensors)",
+}
 
 
 # LITERALINCLUDE START: MARKS_FOR
