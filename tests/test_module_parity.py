@@ -142,3 +142,11 @@ def test_module(info, dtype, training, baseline_memory):
             raise AssertionError(error)
     if not ran:
         pytest.skip("no module input runs on CPU")
+
+
+def test_module_and_input_on_different_devices(baseline_memory):
+    module = torch.nn.Linear(4, 3).to("emu")
+    with pytest.raises(RuntimeError, match="same device"):
+        module(torch.randn(2, 4))
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.nn.Linear(4, 3)(torch.randn(2, 4, device="emu"))
