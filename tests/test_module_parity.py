@@ -42,16 +42,17 @@ def _params():
                 yield pytest.param(info, dtype, training, id=tid, marks=marks)
 
 
-def _to_emu(tree):
-    """emu copies of the tensors in ``tree``; a tensor passed twice stays one
-    tensor (KLDivLoss' scalar input is both input and target)."""
+def _copy(tree, device):
+    """Fresh leaf copies of the tensors in ``tree`` on ``device``: gradients
+    start from none (module inputs may share tensors), and a tensor passed
+    twice stays one tensor (KLDivLoss' scalar input is input and target)."""
     copies = {}
 
     def one(x):
         if not isinstance(x, torch.Tensor):
             return copy.deepcopy(x)
         if id(x) not in copies:
-            copies[id(x)] = x.detach().to("emu").requires_grad_(x.requires_grad)
+            copies[id(x)] = x.detach().to(device, copy=True).requires_grad_(x.requires_grad)
         return copies[id(x)]
 
     return tree_map(one, tree)
@@ -96,17 +97,14 @@ def _run(info, module_input, dtype, training):
     torch.manual_seed(SEED)
     cpu_mod = info.module_cls(*ctor.args, **ctor.kwargs).to(dtype)
     cpu_mod.train(training)
-    cpu_args, cpu_kwargs = fwd.args, fwd.kwargs
+    cpu_args, cpu_kwargs = _copy((fwd.args, fwd.kwargs), "cpu")
     if info.is_lazy:  # parameters exist only after a first forward
         with torch.no_grad():
             cpu_mod(*cpu_args, **cpu_kwargs)
     emu_mod = copy.deepcopy(cpu_mod).to("emu")
-    emu_args, emu_kwargs = _to_emu((cpu_args, cpu_kwargs))
+    emu_args, emu_kwargs = _copy((cpu_args, cpu_kwargs), "emu")
 
     cpu_leaves = _tensors((cpu_args, cpu_kwargs)) + list(cpu_mod.parameters())
-    for t in cpu_leaves:  # inputs made by an op (CTCLoss' log_softmax): emu's copies are leaves
-        if t.requires_grad and t.grad_fn is not None:
-            t.retain_grad()
     emu_leaves = _tensors((emu_args, emu_kwargs)) + list(emu_mod.parameters())
     try:
         cpu_out, cpu_grads = _forward_backward(cpu_mod, cpu_args, cpu_kwargs, cpu_leaves, SEED + 1)
