@@ -78,7 +78,10 @@ def _grads(tensors):
     return [t.grad for t in tensors if t.requires_grad]
 
 
+# LITERALINCLUDE START: MODULE_FORWARD_BACKWARD
 def _forward_backward(module, args, kwargs, leaves, grad_seed):
+    # Seeds CPU's and emu's generators alike: Dropout, RReLU and
+    # FractionalMaxPool draw the same numbers on both devices.
     torch.manual_seed(SEED)
     out = module(*args, **kwargs)
     outs = [t for t in _tensors(out) if t.requires_grad and t.is_floating_point()]
@@ -88,6 +91,7 @@ def _forward_backward(module, args, kwargs, leaves, grad_seed):
         grads = [torch.randn(o.shape, generator=gen, dtype=o.dtype).to(o.device) for o in outs]
         torch.autograd.backward(outs, grads)
     return out, _grads(leaves)
+# LITERALINCLUDE END: MODULE_FORWARD_BACKWARD
 
 
 def _run(info, module_input, dtype, training):

@@ -93,13 +93,16 @@ def _train(info, model, kwargs, batches, device):
     return optim
 
 
+# LITERALINCLUDE START: OPTIM_KWARGS
 def _kwargs(config, impl, device):
+    # CPU is not a capturable device: its reference runs the same maths uncaptured.
     kwargs = copy.deepcopy(config.kwargs)
     if impl != "forloop":
         kwargs[impl] = True
     if device == "cpu" and kwargs.get("capturable"):
         kwargs["capturable"] = False
     return kwargs
+# LITERALINCLUDE END: OPTIM_KWARGS
 
 
 def _assert_state_equal(emu_optim, cpu_optim):
