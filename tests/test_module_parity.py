@@ -128,6 +128,7 @@ def _run(info, module_input, dtype, training):
 def test_module(info, dtype, training, baseline_memory):
     if dtype not in info.supported_dtypes("cpu"):
         pytest.skip(f"{dtype} not supported on CPU")
+    torch.manual_seed(SEED)  # the inputs do not depend on the tests run before
     inputs = info.module_inputs_func(info, device="cpu", dtype=dtype, requires_grad=True, training=training)
     if MAX_INPUTS and len(inputs) > MAX_INPUTS:
         inputs = inputs[:: -(-len(inputs) // MAX_INPUTS)]
@@ -152,3 +153,20 @@ def test_module_and_input_on_different_devices(baseline_memory):
         module(torch.randn(2, 4))
     with pytest.raises(RuntimeError, match="same device"):
         torch.nn.Linear(4, 3)(torch.randn(2, 4, device="emu"))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_equals_cpu_bit_for_bit(dtype, approximate, baseline_memory):
+    # CPU's gelu takes oneDNN for CPU float32/bfloat16 tensors; emu's kernel
+    # must take the same path, or TransformerEncoderLayer's gradients drift.
+    gen = torch.Generator().manual_seed(0)
+    x = (torch.randn(1000, generator=gen) * 3).to(dtype)
+    grad = torch.randn(1000, generator=gen).to(dtype)
+    emu_x = x.to("emu")
+    assert torch.equal(torch.nn.functional.gelu(emu_x, approximate=approximate).cpu(),
+                       torch.nn.functional.gelu(x, approximate=approximate))
+    assert torch.equal(torch.ops.aten.gelu_backward(grad.to("emu"), emu_x, approximate=approximate).cpu(),
+                       torch.ops.aten.gelu_backward(grad, x, approximate=approximate))
+    torch.ops.aten.gelu_(emu_x, approximate=approximate)
+    assert torch.equal(emu_x.cpu(), torch.nn.functional.gelu(x, approximate=approximate))
