@@ -9,10 +9,10 @@ generator matches CPU's), then backward with the same random output gradient.
 Outputs, input gradients, parameter gradients and buffers (e.g. BatchNorm's
 running statistics) must match CPU's and live on emu.
 
-The default run is float32 with every module in both modes, at most
-``MAX_INPUTS`` of its module inputs (evenly spread over the list: nn.Transformer
-has 64, each a whole model).  ``TORCH_EMU_MODULE_FULL=1`` runs every module
-input and adds float64.  Known mismatches live in ``parity_known_failures.MODULE_FAILURES``.
+The default run is every module in both modes, float32 and float64, with at
+most ``MAX_INPUTS`` of its module inputs (evenly spread over the list:
+nn.Transformer has 64, each a whole model).  ``TORCH_EMU_MODULE_FULL=1`` runs
+every module input.  Known mismatches live in ``parity_known_failures.MODULE_FAILURES``.
 """
 
 import copy
@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from parity_known_failures import MODULE_FAILURES, marks_for  # noqa: E402
 
 FULL = os.environ.get("TORCH_EMU_MODULE_FULL", "") not in ("", "0")
-DTYPES = [torch.float32] + ([torch.float64] if FULL else [])
+DTYPES = [torch.float32, torch.float64]
 MAX_INPUTS = None if FULL else 4
 SEED = 1234
 
