@@ -168,5 +168,12 @@ def test_gelu_equals_cpu_bit_for_bit(dtype, approximate, baseline_memory):
                        torch.nn.functional.gelu(x, approximate=approximate))
     assert torch.equal(torch.ops.aten.gelu_backward(grad.to("emu"), emu_x, approximate=approximate).cpu(),
                        torch.ops.aten.gelu_backward(grad, x, approximate=approximate))
+    strided = x.view(40, 25).t()  # not contiguous: ATen's kernel on CPU too
+    emu_strided = strided.to("emu")
+    assert emu_strided.stride() == strided.stride()
+    assert torch.equal(torch.nn.functional.gelu(emu_strided, approximate=approximate).cpu(),
+                       torch.nn.functional.gelu(strided, approximate=approximate))
     torch.ops.aten.gelu_(emu_x, approximate=approximate)
     assert torch.equal(emu_x.cpu(), torch.nn.functional.gelu(x, approximate=approximate))
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.ops.aten.gelu_backward(grad, emu_x, approximate=approximate)
