@@ -34,7 +34,7 @@ from parity_known_failures import OPINFO_FAILURES, marks_for  # noqa: E402
 FULL = os.environ.get("TORCH_EMU_OPINFO_FULL", "") not in ("", "0")
 # LITERALINCLUDE START: OPINFO_SAMPLING
 STRIDE = 6  # default forward: every 6th OpInfo by sorted name (~17% of op_db)
-BACKWARD_STRIDE = 3  # default backward: every 3rd OpInfo with autograd (a third)
+BACKWARD_STRIDE = 2  # default backward: every 2nd OpInfo with autograd (half)
 # LITERALINCLUDE END: OPINFO_SAMPLING
 SAMPLES = None if FULL else 2
 DTYPES = [torch.float32, torch.int64] + ([torch.bfloat16] if FULL else [])
