@@ -5,12 +5,16 @@ is run on both; the emu result must match the CPU one (emu runs the CPU
 kernels on device memory, so results should be equal), and tensor results
 must live on emu.
 
-The default run is a CI-sized, deterministic subset: every ``STRIDE``-th
-OpInfo (by sorted name), float32 and int64, the first ``SAMPLES`` samples,
-forward only.  ``TORCH_EMU_OPINFO_FULL=1`` runs every OpInfo, all samples,
-bfloat16 too, and (float32) backward.
+Backward: the gradients of the (summed) float32 outputs with respect to the
+inputs must match CPU's too.
 
-Known mismatches live in ``opinfo_known_failures.KNOWN_FAILURES``.
+The default run is a CI-sized, deterministic subset: forward on every
+``STRIDE``-th OpInfo (by sorted name), float32 and int64; backward on every
+``BACKWARD_STRIDE``-th OpInfo that supports autograd; the first ``SAMPLES``
+samples each.  ``TORCH_EMU_OPINFO_FULL=1`` runs every OpInfo, all samples,
+bfloat16 too, and backward on all of them.
+
+Known mismatches live in ``parity_known_failures.OPINFO_FAILURES``.
 """
 
 import itertools
@@ -25,10 +29,13 @@ from torch.utils._pytree import tree_flatten, tree_map
 from torch.testing._internal.common_methods_invocations import op_db  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
-from opinfo_known_failures import KNOWN_FAILURES  # noqa: E402
+from parity_known_failures import OPINFO_FAILURES, marks_for  # noqa: E402
 
 FULL = os.environ.get("TORCH_EMU_OPINFO_FULL", "") not in ("", "0")
-STRIDE = 6  # default: every 6th OpInfo by sorted name (~17% of op_db)
+# LITERALINCLUDE START: OPINFO_SAMPLING
+STRIDE = 6  # default forward: every 6th OpInfo by sorted name (~17% of op_db)
+BACKWARD_STRIDE = 2  # default backward: every 2nd OpInfo with autograd (half)
+# LITERALINCLUDE END: OPINFO_SAMPLING
 SAMPLES = None if FULL else 2
 DTYPES = [torch.float32, torch.int64] + ([torch.bfloat16] if FULL else [])
 
@@ -72,9 +79,11 @@ def _shape_only(op):
     return op.name in RANDOM_OPS or getattr(op, "has_nondeterministic_output", False)
 
 
-_OPS = sorted(op_db, key=_op_id)
+_ALL_OPS = sorted(op_db, key=_op_id)
+_OPS = _ALL_OPS if FULL else _ALL_OPS[::STRIDE]
+_GRAD_OPS = [op for op in _ALL_OPS if op.supports_autograd]
 if not FULL:
-    _OPS = _OPS[::STRIDE]
+    _GRAD_OPS = _GRAD_OPS[::BACKWARD_STRIDE]
 
 
 def _params():
@@ -82,13 +91,14 @@ def _params():
         oid = _op_id(op)
         for dtype in DTYPES:
             tid = f"{oid}-{str(dtype).split('.')[-1]}"
-            reason = KNOWN_FAILURES.get(tid, KNOWN_FAILURES.get(oid))
-            marks = []
-            if reason and reason.startswith("CRASH:"):
-                marks.append(pytest.mark.skip(reason=reason))
-            elif reason:
-                marks.append(pytest.mark.xfail(reason=reason, strict=False))
-            yield pytest.param(op, dtype, id=tid, marks=marks)
+            yield pytest.param(op, dtype, id=tid, marks=marks_for(OPINFO_FAILURES, tid, oid))
+
+
+def _backward_params():
+    for op in _GRAD_OPS:
+        oid = _op_id(op)
+        tid = f"{oid}-backward"
+        yield pytest.param(op, id=tid, marks=marks_for(OPINFO_FAILURES, tid, oid))
 
 
 def _to_emu(x):
@@ -237,5 +247,10 @@ def test_opinfo(op, dtype):
     if not op.supports_dtype(dtype, "cpu"):
         pytest.skip(f"{dtype} not supported on CPU")
     _run_forward(op, dtype)
-    if FULL and dtype == torch.float32 and op.supports_autograd:
-        _run_backward(op, dtype)
+
+
+@pytest.mark.parametrize("op", list(_backward_params()))
+def test_opinfo_backward(op):
+    if not op.supports_dtype(torch.float32, "cpu"):
+        pytest.skip("float32 not supported on CPU")
+    _run_backward(op, torch.float32)
