@@ -369,3 +369,21 @@ def test_native_kernels_are_on_by_default():
     for op in ("aten::add.Tensor", "aten::mm", "aten::_softmax", "aten::native_layer_norm",
                "aten::_foreach_add_.List", "aten::normal_", "aten::cat"):
         assert torch._C._dispatch_has_kernel_for_dispatch_key(op, "PrivateUse1"), op
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_low_precision_batched_matmul_keeps_onednn_on(dtype, baseline_memory):
+    """bmm/baddbmm in bfloat16/float16 take CPU's oneDNN path on host aliases:
+    CPU's results bit for bit, and oneDNN stays enabled for the process (a
+    failed oneDNN call on emu tensors used to turn it off everywhere)."""
+    g = torch.Generator().manual_seed(0)
+    a, b, c = (torch.randn(3, 16, 24, generator=g).to(dtype) for _ in range(3))
+    b = b.transpose(1, 2)
+    assert torch._C._get_mkldnn_enabled()
+    for f in (lambda a, b, c: torch.bmm(a, b), lambda a, b, c: torch.baddbmm(c[:, :, :16], a, b, beta=0.5),
+              lambda a, b, c: c[:, :, :16].clone().baddbmm_(a, b), lambda a, b, c: a @ b):
+        got = f(a.to("emu"), b.to("emu"), c.to("emu"))
+        assert got.device.type == "emu"
+        torch.testing.assert_close(got.cpu(), f(a, b, c), rtol=0, atol=0)
+    assert torch._C._get_mkldnn_enabled()
+    del got

@@ -199,6 +199,24 @@ bool runs_as_is(const Impl& op) {
   return true;
 }
 
+// LITERALINCLUDE START: ONEDNN_ON_HOST
+// CPU's batched matrix products hand bfloat16/float16 work to oneDNN, which
+// insists on CPU tensors; on any other tensor it fails, and the kernel turns
+// oneDNN off for the whole process before taking its own path (so LSTMs and
+// CPU matmuls lose oneDNN too). Ops marked here run on host aliases in those
+// dtypes: they take oneDNN's path, as on CPU, and leave the setting alone.
+template <typename Impl>
+inline constexpr bool onednn_in_low_precision = false;
+
+template <typename Impl, typename S>
+bool needs_host_tensors(const S& self) {
+  if constexpr (onednn_in_low_precision<Impl>) {
+    return self.scalar_type() == at::kBFloat16 || self.scalar_type() == at::kHalf;
+  }
+  return false;
+}
+// LITERALINCLUDE END: ONEDNN_ON_HOST
+
 // A Python number (a 0-dim "wrapped number" host tensor, double or int64)
 // with a same-kind emu tensor is converted to that tensor's dtype up front,
 // as CPU's iterator would, so that `x * 2.0` runs as is.
@@ -297,7 +315,7 @@ struct Structured<Impl, N, void (Base::*)(Self, Rest...)> {
   static bool inplace_as_is(c10::DeviceIndex device, const at::Tensor& self, const R&... rest) {
     SelfOutput<Impl> op(self);
     op.meta(self, SchemaArg<Rest>::to_meta(rest)...);
-    if (device >= 0 && !runs_as_is(op)) {
+    if (device >= 0 && (!runs_as_is(op) || needs_host_tensors<Impl>(self))) {
       return false;
     }
     auto kernel = [&] {
@@ -319,7 +337,7 @@ struct Structured<Impl, N, void (Base::*)(Self, Rest...)> {
     {
       NewOutputs<Impl, N> op(/*on_host=*/false);
       op.meta(SchemaArg<Self>::to_meta(self), SchemaArg<Rest>::to_meta(rest)...);
-      if (runs_as_is(op)) {
+      if (runs_as_is(op) && !needs_host_tensors<Impl>(self)) {
         return run_on(device, [&] { return call_impl(op, self, rest...); });
       }
     }

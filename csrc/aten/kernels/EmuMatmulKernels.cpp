@@ -9,6 +9,13 @@
 #include "aten/kernels/EmuKernel.h"
 
 namespace torch_emu {
+
+// bmm and baddbmm in bfloat16/float16 go to oneDNN on host aliases (EmuKernel.h).
+template <>
+inline constexpr bool kernel::onednn_in_low_precision<at::native::structured_bmm_out_cpu> = true;
+template <>
+inline constexpr bool kernel::onednn_in_low_precision<at::native::structured_baddbmm_out_cpu> = true;
+
 namespace {
 
 using namespace at::native;
