@@ -12,6 +12,7 @@
 #include "core/EmuHostAllocator.h"
 #include "core/EmuLaunch.h"
 #include "core/EmuStream.h"
+#include "core/EmuSyncDebug.h"
 
 namespace torch_emu {
 namespace {
@@ -126,6 +127,9 @@ at::Tensor copy_with_host(const at::Tensor& src, const at::Tensor& dst, bool non
   const c10::DeviceGuard guard(device_side.device());
   const c10::Stream stream = current_stream(device_side.device().index());
   at::Tensor flat = flat_source_for(src, dst);
+  if (!non_blocking) {
+    warn_or_error_on_sync(to_device ? "copy host to emu (non_blocking=False)" : "copy emu to host (non_blocking=False)");
+  }
   memcpy_on_stream(dst.data_ptr(), flat.const_data_ptr(), dst.nbytes(),
                    to_device ? emuMemcpyHostToDevice : emuMemcpyDeviceToHost, stream, non_blocking);
   if (non_blocking) {

@@ -15,6 +15,7 @@
 #include "core/EmuException.h"
 #include "core/EmuStorageImpl.h"
 #include "core/EmuStream.h"
+#include "core/EmuSyncDebug.h"
 
 namespace torch_emu {
 namespace {
@@ -117,11 +118,13 @@ at::Tensor& set_empty(at::Tensor& self) {
 // LITERALINCLUDE END: OP_SET
 
 // LITERALINCLUDE START: OP_SCALAR
-// .item(): one element copied to the host, after the stream's work finished.
+// .item(): one element copied to the host, after the stream's work finished
+// (a copy to pageable host memory completes before the runtime returns).
 at::Scalar local_scalar_dense(const at::Tensor& self) {
   TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(), " elements cannot be converted to Scalar");
+  warn_or_error_on_sync("Tensor.item() (aten::_local_scalar_dense)");
   at::Tensor host = at::empty(self.sizes(), self.options().device(at::kCPU));
-  copy_from(self, host, /*non_blocking=*/false);
+  copy_from(self, host, /*non_blocking=*/true);
   return host.item();
 }
 // LITERALINCLUDE END: OP_SCALAR

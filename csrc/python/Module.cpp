@@ -11,6 +11,7 @@
 #include "core/EmuException.h"
 #include "core/EmuGenerator.h"
 #include "core/EmuStream.h"
+#include "core/EmuSyncDebug.h"
 
 namespace torch_emu {
 namespace {
@@ -94,6 +95,8 @@ PYBIND11_MODULE(_C, m) {
     return out;
   });
   m.def("_fallback_routed_ops", [] { return fallback_routed_ops(); });
+  m.def("_set_sync_debug_mode", &set_sync_debug_mode);
+  m.def("_get_sync_debug_mode", &sync_debug_mode);
   m.def("_default_generator", [](c10::DeviceIndex device) {
     return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(default_generator(device)));
   });

@@ -1,5 +1,6 @@
 """Streams and events of ``torch.emu``: thin subclasses of ``torch.Stream`` and
-``torch.Event``, which reach the device through the registered guard."""
+``torch.Event``, which reach the device through the registered guard; and the
+sync debug mode, which reports operations that make the host wait for them."""
 
 from typing import Any, Optional
 
@@ -17,6 +18,8 @@ __all__ = [
     "current_stream",
     "default_stream",
     "set_stream",
+    "set_sync_debug_mode",
+    "get_sync_debug_mode",
 ]
 
 
@@ -116,3 +119,24 @@ class StreamContext:
 def stream(stream: Optional[torch.Stream]) -> StreamContext:
     """``with torch.emu.stream(s):`` runs the block's work on ``s``."""
     return StreamContext(stream)
+
+
+# LITERALINCLUDE START: PY_SYNC_DEBUG
+_SYNC_DEBUG_MODES = {"default": 0, "warn": 1, "error": 2}
+
+
+def set_sync_debug_mode(debug_mode: int | str) -> None:
+    """Reports operations that make the host wait for the device (``.item()``,
+    blocking copies, ``nonzero``...): ``"default"``/0 silent, ``"warn"``/1 a
+    warning, ``"error"``/2 a RuntimeError, as ``torch.cuda.set_sync_debug_mode``."""
+    if isinstance(debug_mode, str):
+        if debug_mode not in _SYNC_DEBUG_MODES:
+            raise RuntimeError("invalid value of debug_mode, expected one of `default`, `warn`, `error`")
+        debug_mode = _SYNC_DEBUG_MODES[debug_mode]
+    _C._set_sync_debug_mode(debug_mode)
+
+
+def get_sync_debug_mode() -> int:
+    """The current sync debug mode: 0 default, 1 warn, 2 error."""
+    return _C._get_sync_debug_mode()
+# LITERALINCLUDE END: PY_SYNC_DEBUG
