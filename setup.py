@@ -27,6 +27,18 @@ STUB_CAPABILITIES = (
     else []
 )
 
+
+
+class IncrementalBuildExtension(BuildExtension.with_options(use_ninja=True)):
+    """`pip install -e .` builds in a fresh temporary directory each time, so
+    ninja would recompile every file. Keeping the objects in build/ lets a
+    rebuild compile only what changed."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        self.build_temp = os.path.join(ROOT, "build", "temp")
+
+
 setup(
     ext_modules=[
         CppExtension(
@@ -38,5 +50,5 @@ setup(
             extra_link_args=["-Wl,--no-as-needed"],
         )
     ],
-    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
+    cmdclass={"build_ext": IncrementalBuildExtension},
 )
