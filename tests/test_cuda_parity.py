@@ -3,6 +3,7 @@ why a name cannot apply (torch_emu.emu.parity.NOT_APPLICABLE). Fails when
 PyTorch adds a torch.cuda name torch.emu lacks, so parity cannot silently
 regress. The semantics of each name are tested in test_device_api_parity.py."""
 
+import importlib
 import inspect
 import re
 import types
@@ -34,6 +35,10 @@ def cuda_public_names() -> list[str]:
 
 def emu_name(cuda_name: str) -> str:
     return re.sub("CUDA|Cuda", "Emu", cuda_name).replace("cuda", "emu")
+
+
+# Of the submodules, `comm` is compared too: its collectives are not CUDA-specific.
+COMPARED_SUBMODULES = ["comm"]
 # LITERALINCLUDE END: PARITY_RULE
 
 
@@ -98,6 +103,14 @@ def test_not_applicable_names_raise_their_reason(name):
     with pytest.raises(CannotApplyOnEmu, match=re.escape(NOT_APPLICABLE[name])):
         call()
     assert issubclass(CannotApplyOnEmu, RuntimeError)
+
+
+@pytest.mark.parametrize("module", COMPARED_SUBMODULES)
+def test_compared_submodules_match(module):
+    cuda_module = importlib.import_module(f"torch.cuda.{module}")
+    emu_module = getattr(torch.emu, module)
+    for name in cuda_module.__all__:
+        assert _parameter_names(getattr(emu_module, name)) == _parameter_names(getattr(cuda_module, name)), name
 
 
 def _parameter_names(obj) -> list[str] | None:

@@ -4,6 +4,7 @@ monitoring (utilization, memory_usage, list_gpu_processes), the full device
 properties, architectures. Compared with what torch.cuda documents."""
 
 import ctypes
+import json
 import os
 import re
 import subprocess
@@ -28,6 +29,30 @@ def create_raw_stream(device: int) -> int:
     with torch.emu.device(device):  # the runtime creates streams on the current device
         torch.emu.check_error(runtime.emuStreamCreateWithPriority(ctypes.byref(handle), 0))
     return handle.value
+
+
+@pytest.fixture(scope="module")
+def fresh_process() -> dict:
+    """What a fresh process sees before and after emu starts (one interpreter
+    for several tests: starting one costs seconds)."""
+    out = run_python(
+        """
+        import json, os, torch
+        facts = {"arch_list": torch.emu.get_arch_list(), "generators_before": len(torch.emu.default_generators)}
+        facts["initialized_by_arch_list"] = torch.emu.is_initialized()
+        torch.emu.init()
+        facts["generators_after"] = len(torch.emu.default_generators)
+        facts["processes_idle"] = torch.emu.list_gpu_processes(1)
+        x = torch.empty(3 << 20, dtype=torch.uint8, device="emu:1")
+        facts["processes_used"] = torch.emu.list_gpu_processes("emu:1")
+        free, total = torch.emu.mem_get_info(1)
+        facts["pid"], facts["used_mb"] = os.getpid(), (total - free) / 2**20
+        facts["uuid0"] = torch.emu.get_device_properties(0).uuid
+        print(json.dumps(facts))
+        """
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
 
 
 # ---- peer access ------------------------------------------------------------
@@ -70,17 +95,9 @@ def test_default_generators_are_the_devices_default_generators():
     assert gens[1].initial_seed() == 1234
 
 
-def test_default_generators_empty_until_initialised():
-    out = run_python(
-        """
-        import torch
-        assert torch.emu.default_generators == ()
-        torch.emu.init()
-        print(len(torch.emu.default_generators))
-        """
-    )
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "2"
+def test_default_generators_empty_until_initialised(fresh_process):
+    assert fresh_process["generators_before"] == 0
+    assert fresh_process["generators_after"] == torch.emu.device_count()
 
 
 # ---- runtime errors -------------------------------------------------------------
@@ -230,25 +247,11 @@ def test_monitoring_bad_devices():
         torch.emu.list_gpu_processes(1.5)
 
 
-def test_list_gpu_processes():
-    out = run_python(
-        """
-        import os, torch
-        torch.emu.init()
-        print(torch.emu.list_gpu_processes(1))
-        x = torch.empty(3 << 20, dtype=torch.uint8, device="emu:1")
-        print(torch.emu.list_gpu_processes("emu:1"))
-        free, total = torch.emu.mem_get_info(1)
-        print(os.getpid(), (total - free) / 2**20)
-        """
-    )
-    assert out.returncode == 0, out.stderr
-    lines = out.stdout.splitlines()
-    assert lines[:2] == ["emu:1", "no processes are running"]
-    pid, used_mb = lines[4].split()
-    assert lines[2] == "emu:1"
-    assert lines[3] == f"process {int(pid):>10d} uses {float(used_mb):>12.3f} MB emu memory"
-    assert float(used_mb) >= 3
+def test_list_gpu_processes(fresh_process):
+    assert fresh_process["processes_idle"] == "emu:1\nno processes are running"
+    pid, used_mb = fresh_process["pid"], fresh_process["used_mb"]
+    assert fresh_process["processes_used"] == f"emu:1\nprocess {pid:>10d} uses {used_mb:>12.3f} MB emu memory"
+    assert used_mb >= 3
 
 
 # ---- properties, architectures ------------------------------------------------------
@@ -278,23 +281,22 @@ def test_device_properties_have_every_cuda_field():
     assert "uuid=" in repr(props)
 
 
-def test_device_uuids_are_stable_and_distinct():
+def test_device_uuids_are_stable_and_distinct(fresh_process):
     ids = [torch.emu.get_device_properties(i).uuid for i in range(torch.emu.device_count())]
     assert len(set(ids)) == len(ids)
     assert ids == [torch.emu.get_device_properties(i).uuid for i in range(torch.emu.device_count())]
     for value in ids:
         assert str(uuid.UUID(value)) == value and uuid.UUID(value).variant == uuid.RFC_4122
-    out = run_python("import torch; print(torch.emu.get_device_properties(0).uuid)")
-    assert out.stdout.strip() == ids[0]  # another process sees the same device
+    assert fresh_process["uuid0"] == ids[0]  # another process sees the same device
 
 
-def test_arch_list_and_gencode_flags():
+def test_arch_list_and_gencode_flags(fresh_process):
     major, minor = torch.emu.get_device_capability()
     assert torch.emu.get_arch_list() == [f"emu_{major}{minor}"]
     with pytest.raises(CannotApplyOnEmu, match="no device code generation"):
         torch.emu.get_gencode_flags()
-    out = run_python("import torch; print(torch.emu.get_arch_list(), torch.emu.is_initialized())")
-    assert out.stdout.split()[-1] == "False"  # reading it does not start the device (fork stays safe)
+    assert fresh_process["arch_list"] == torch.emu.get_arch_list()
+    assert not fresh_process["initialized_by_arch_list"]  # reading it does not start emu (fork stays safe)
     out = run_python("import torch; print(torch.emu.get_arch_list())", TORCH_EMU_DEVICE_COUNT="0")
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr
 
@@ -321,3 +323,106 @@ def test_event_external_flag(baseline_memory):
 def test_sensor_readings_cannot_apply(name):
     with pytest.raises(CannotApplyOnEmu, match=re.escape("has no sensors of its own")):
         getattr(torch.emu, name)(0)
+
+
+# ---- torch.emu.comm --------------------------------------------------------------
+
+
+def test_comm_broadcast(baseline_memory):
+    src = torch.randn(3, 4)
+    outs = torch.emu.comm.broadcast(src, devices=[0, "emu:1"])
+    assert [o.device.index for o in outs] == [0, 1]
+    for o in outs:
+        assert torch.equal(o.cpu(), src)
+    on_emu0 = outs[0]
+    assert torch.emu.comm.broadcast(on_emu0, [0, 1])[0] is on_emu0  # its own device: the tensor itself
+    dst = [torch.empty(3, 4, device="emu:1"), torch.empty(3, 4, device="emu:0")]
+    assert torch.emu.comm.broadcast(on_emu0, out=dst) == tuple(dst)
+    assert torch.equal(dst[0].cpu(), src) and torch.equal(dst[1].cpu(), src)
+    with pytest.raises(RuntimeError, match="Exactly one of 'devices' and 'out'"):
+        torch.emu.comm.broadcast(src)
+    with pytest.raises(RuntimeError, match="output tensor 0 is on cpu"):
+        torch.emu.comm.broadcast(src, out=[torch.empty(3, 4)])
+    with pytest.raises(RuntimeError, match=r"output tensor 0 has shape \(4,\)"):
+        torch.emu.comm.broadcast(src, out=[torch.empty(4, device="emu:0")])
+    with pytest.raises(torch.AcceleratorError, match="Invalid device emu:3"):
+        torch.emu.comm.broadcast(src, devices=[3])
+    del outs, on_emu0, dst
+
+
+@pytest.mark.parametrize("buffer_size", [64, 10485760])
+def test_comm_broadcast_coalesced(baseline_memory, buffer_size):
+    tensors = [torch.randn(5, device="emu:0"), torch.arange(7, device="emu:0"), torch.randn(2, 3, device="emu:0")]
+    per_device = torch.emu.comm.broadcast_coalesced(tensors, [0, 1], buffer_size=buffer_size)
+    assert all(a is b for a, b in zip(per_device[0], tensors))
+    for copy, original in zip(per_device[1], tensors):
+        assert copy.device == torch.device("emu:1") and copy.dtype == original.dtype
+        assert torch.equal(copy.cpu(), original.cpu())
+    with pytest.raises(RuntimeError, match="all tensors on one device"):
+        torch.emu.comm.broadcast_coalesced([tensors[0], torch.zeros(1)], [1])
+    del per_device, tensors, copy, original
+
+
+def test_comm_reduce_add(baseline_memory):
+    a, b = torch.randn(4, 4), torch.randn(4, 4)
+    total = torch.emu.comm.reduce_add([a.to("emu:0"), b.to("emu:1")], destination=1)
+    assert total.device == torch.device("emu:1")
+    torch.testing.assert_close(total.cpu(), a + b)
+    x = a.to("emu:0")
+    assert torch.emu.comm.reduce_add([x], 0) is x
+    with pytest.raises(RuntimeError, match="input tensor 1 is on cpu"):
+        torch.emu.comm.reduce_add([x, b])
+    with pytest.raises(ValueError, match="input 1 has invalid size: got 2x2, but expected 4x4"):
+        torch.emu.comm.reduce_add([x, torch.zeros(2, 2, device="emu:1")])
+    with pytest.raises(RuntimeError, match="destination to be on the same emu device"):
+        torch.emu.comm.reduce_add([x, x], destination=1)
+    del total, x
+
+
+def test_comm_reduce_add_coalesced(baseline_memory):
+    cpu = [[torch.randn(3), torch.randn(2, 2).double()], [torch.randn(3), torch.randn(2, 2).double()]]
+    emu = [[t.to(f"emu:{d}") for t in ts] for d, ts in enumerate(cpu)]
+    sums = torch.emu.comm.reduce_add_coalesced(emu, destination=0, buffer_size=16)
+    assert [s.device for s in sums] == [torch.device("emu:0")] * 2
+    for s, a, b in zip(sums, *cpu):
+        torch.testing.assert_close(s.cpu(), a + b)
+    del emu, sums, s
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+def test_comm_scatter_and_gather(baseline_memory, dim):
+    src = torch.randn(6, 6)
+    parts = torch.emu.comm.scatter(src, devices=[0, 1], dim=dim)
+    assert [p.device.index for p in parts] == [0, 1]
+    assert [p.shape[dim] for p in parts] == [3, 3]
+    torch.testing.assert_close(torch.emu.comm.gather(parts, dim=dim, destination="cpu"), src)
+    uneven = torch.emu.comm.scatter(src, [1, 0], chunk_sizes=[1, 5], dim=dim, streams=[torch.emu.Stream(1), None])
+    assert [p.shape[dim] for p in uneven] == [1, 5]
+    torch.emu.synchronize(1)
+    gathered = torch.emu.comm.gather(uneven, dim=dim, destination=1)
+    assert gathered.device == torch.device("emu:1")
+    torch.testing.assert_close(gathered.cpu(), src)
+    with torch.emu.device(1):
+        assert torch.emu.comm.gather(uneven, dim).device == torch.device("emu:1")  # default: current device
+    out = [torch.empty_like(p) for p in parts]
+    assert all(a is b for a, b in zip(torch.emu.comm.scatter(src, dim=dim, out=out), out))
+    into = torch.empty(6, 6, device="emu:0")
+    assert torch.emu.comm.gather(out, dim, out=into) is into
+    torch.testing.assert_close(into.cpu(), src)
+    with pytest.warns(FutureWarning, match="-1 to represent CPU"):
+        assert torch.emu.comm.gather(parts, dim, destination=-1).device.type == "cpu"
+    del parts, uneven, gathered, out, into
+
+
+def test_comm_scatter_gather_bad_inputs():
+    src = torch.randn(4, 2)
+    with pytest.raises(RuntimeError, match=r"chunk_sizes \[1, 2\] must have one size per device \(2\) summing to"):
+        torch.emu.comm.scatter(src, [0, 1], chunk_sizes=[1, 2])
+    with pytest.raises(RuntimeError, match="must not be specified when 'out'"):
+        torch.emu.comm.scatter(src, [0], out=[torch.empty(4, 2, device="emu:0")])
+    with pytest.raises(RuntimeError, match="one stream per device"):
+        torch.emu.comm.scatter(src, [0, 1], streams=[None])
+    with pytest.raises(RuntimeError, match="input tensor 0 is on cpu"):
+        torch.emu.comm.gather([src])
+    with pytest.raises(RuntimeError, match="Sizes of tensors must match"):
+        torch.emu.comm.gather([torch.zeros(2, 3, device="emu:0"), torch.zeros(2, 2, device="emu:1")], dim=0)

@@ -292,7 +292,7 @@ from .streams import *  # noqa: E402,F401,F403
 
 __all__ += memory.__all__ + random.__all__ + streams.__all__
 
-from . import errors, monitor, parity  # noqa: E402
+from . import comm, errors, monitor, parity  # noqa: E402
 from .errors import *  # noqa: E402,F401,F403
 from .monitor import *  # noqa: E402,F401,F403
 from .parity import *  # noqa: E402,F401,F403
