@@ -201,7 +201,6 @@ def synchronize(device: Any = None) -> None:
     _C._synchronize(_get_device_index(device))
 
 
-# LITERALINCLUDE START: DEVICE_PROPERTIES
 @dataclass(frozen=True)
 class _EmuDeviceProperties:
     """The fields of torch.cuda's device properties. Multiprocessors are the
@@ -240,7 +239,6 @@ def get_device_properties(device: Any = None) -> _EmuDeviceProperties:
     _lazy_init()
     index = _get_device_index(device)
     return _EmuDeviceProperties(**_C._get_device_properties(index), **_C._device_attributes(index))
-# LITERALINCLUDE END: DEVICE_PROPERTIES
 
 
 def get_device_name(device: Any = None) -> str:
