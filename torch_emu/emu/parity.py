@@ -31,8 +31,8 @@ NOT_APPLICABLE: dict[str, str] = {
     "current_solver_handle": "emu's linear algebra runs PyTorch's CPU LAPACK, which has no library handle",
     "get_gencode_flags": "emu kernels are host code built by the host compiler; there is no device code "
     "generation to pass flags to (get_arch_list names the architecture)",
-    "GreenContext": "emu kernels share PyTorch's process-wide CPU thread pool, which cannot be partitioned "
-    "per context",
+    "GreenContext": "emu kernels run on PyTorch's process-wide CPU thread pool, which has no partitions "
+    "to give a context",
 }
 # LITERALINCLUDE END: NOT_APPLICABLE
 
