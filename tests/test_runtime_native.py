@@ -40,6 +40,11 @@ def strict_fault(build_dir):
     return _compile(build_dir / "strict_fault", *RUNTIME_SOURCES, str(NATIVE / "strict_fault.cpp"))
 
 
+@pytest.fixture(scope="module")
+def test_runtime_stats(build_dir):
+    return _compile(build_dir / "test_runtime_stats", *RUNTIME_SOURCES, str(NATIVE / "test_runtime_stats.cpp"))
+
+
 def _env(**overrides):
     env = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_EMU_")}
     env.update(overrides)
@@ -62,6 +67,12 @@ def test_runtime_native(test_runtime):
     result = _run([test_runtime])
     assert result.returncode == 0, f"exit code {result.returncode}\n{result.stdout}\n{result.stderr}"
     assert "all runtime checks passed" in result.stdout
+
+
+def test_runtime_stats_native(test_runtime_stats):
+    result = _run([test_runtime_stats])
+    assert result.returncode == 0, f"exit code {result.returncode}\n{result.stdout}\n{result.stderr}"
+    assert "all runtime stats checks passed" in result.stdout
 
 
 def test_exit_with_live_streams_does_not_hang(test_runtime):

@@ -65,6 +65,18 @@ c10::Stream make_stream(c10::DeviceIndex device, c10::StreamId id) {
   return c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, device), id);
 }
 
+// An external stream's id is its handle. It is validated on every use (a
+// registry lookup, off the hot path of the pool streams): PyTorch may hand
+// back any id a user built a torch.Stream from.
+emuStream_t external_handle(c10::StreamId id, c10::DeviceIndex device) {
+  auto handle = reinterpret_cast<emuStream_t>(static_cast<intptr_t>(id));
+  int owner = -1;
+  TORCH_CHECK(emuStreamGetDevice(handle, &owner) == emuSuccess, "invalid emu stream id ", id,
+              ": neither a pool stream nor a live external stream");
+  TORCH_CHECK(owner == device, "emu stream ", id, " belongs to emu:", owner, ", not emu:", static_cast<int>(device));
+  return handle;
+}
+
 } // namespace
 
 c10::DeviceIndex device_count() noexcept {
@@ -116,9 +128,24 @@ emuStream_t native_stream(const c10::Stream& stream) {
   TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1,
               "expected an emu stream, got a stream of ", stream.device());
   const c10::StreamId id = stream.id();
-  TORCH_CHECK(id >= 0 && id < kStreamsPerDevice, "invalid emu stream id ", id);
+  if (C10_UNLIKELY(id >= kStreamsPerDevice)) {
+    return external_handle(id, stream.device_index());
+  }
+  TORCH_CHECK(id >= 0, "invalid emu stream id ", id);
   return streams_of(resolve(stream.device_index())).streams[id];
 }
+
+// LITERALINCLUDE START: EXTERNAL_STREAM
+c10::Stream stream_from_external(emuStream_t handle, c10::DeviceIndex device) {
+  int owner = -1;
+  EMU_CHECK(emuStreamGetDevice(handle, &owner)); // rejects anything but a live stream
+  TORCH_CHECK_VALUE(device < 0 || device == owner, "the external stream ", static_cast<void*>(handle),
+                    " belongs to emu:", owner, ", not emu:", static_cast<int>(device));
+  const auto id = static_cast<c10::StreamId>(reinterpret_cast<intptr_t>(handle));
+  TORCH_INTERNAL_ASSERT(id >= kStreamsPerDevice, "stream handle collides with the pool ids");
+  return make_stream(static_cast<c10::DeviceIndex>(owner), id);
+}
+// LITERALINCLUDE END: EXTERNAL_STREAM
 
 c10::Stream default_stream(c10::DeviceIndex device) {
   return make_stream(resolve(device), 0);

@@ -4,7 +4,8 @@
 //
 // Stream ids (c10::StreamId) per device: 0 is the default stream; then a pool
 // of kStreamsPerPool low-priority streams, then a pool of kStreamsPerPool
-// high-priority streams, handed out round-robin like CUDA's pools.
+// high-priority streams, handed out round-robin like CUDA's pools. Any larger
+// id is an external stream's handle (stream_from_external).
 #pragma once
 
 #include <c10/core/Device.h>
@@ -34,5 +35,9 @@ c10::Stream stream_from_pool(c10::DeviceIndex device, bool high_priority);
 // Makes `stream` current for its device on this thread; returns the previous.
 c10::Stream exchange_stream(const c10::Stream& stream);
 int stream_priority(const c10::Stream& stream);
+// A c10::Stream for a runtime stream created outside PyTorch (its id is the
+// handle, as for CUDA's external streams). Throws if `handle` is not a live
+// stream, or (device >= 0) if it lives on another device.
+c10::Stream stream_from_external(emuStream_t handle, c10::DeviceIndex device);
 
 } // namespace torch_emu

@@ -117,6 +117,7 @@ emuError_t emuDeviceGetStreamPriorityRange(int* least, int* greatest);
 // Creates a stream on the current device.
 emuError_t emuStreamCreateWithPriority(emuStream_t* stream, int priority);
 emuError_t emuStreamDestroy(emuStream_t stream); // drains it first
+// Accepts any value: one that is not a live stream is emuErrorInvalidResourceHandle.
 emuError_t emuStreamGetDevice(emuStream_t stream, int* device);
 emuError_t emuStreamGetPriority(emuStream_t stream, int* priority);
 emuError_t emuStreamQuery(emuStream_t stream); // emuSuccess or emuErrorNotReady

@@ -102,6 +102,29 @@ class DeviceWorkScope {
   bool active_;
 };
 
+// ---- device_stats.cpp: busy time behind emuDeviceGetUtilizationRates -------
+
+// Brackets activity on `device`: a kernel (counts as kernel and memory time) or
+// a copy that reads or writes the device's memory (memory time).
+void activity_begin(int device, bool kernel);
+void activity_end(int device, bool kernel);
+
+class ActivityScope {
+ public:
+  ActivityScope(int device, bool kernel) : device_(device), kernel_(kernel) {
+    if (device_ >= 0) activity_begin(device_, kernel_);
+  }
+  ~ActivityScope() {
+    if (device_ >= 0) activity_end(device_, kernel_);
+  }
+  ActivityScope(const ActivityScope&) = delete;
+  ActivityScope& operator=(const ActivityScope&) = delete;
+
+ private:
+  int device_;
+  bool kernel_;
+};
+
 // ---- streams.cpp ------------------------------------------------------------
 
 // Waits for every stream created on `device`, except for the work the calling

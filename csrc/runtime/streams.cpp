@@ -43,6 +43,7 @@ enum class WorkKind : uint8_t { kMemcpy, kHostFunc, kKernel, kEventRecord, kEven
 struct Work {
   WorkKind kind;
   bool device_access = false;  // kMemcpy: touches device memory (strict mode)
+  int devices[2] = {-1, -1};   // kMemcpy: devices whose memory it touches (utilization)
   uint64_t seq = 0;
   void* dst = nullptr;  // kMemcpy
   const void* src = nullptr;
@@ -225,6 +226,8 @@ void move_bytes(void* dst, const void* src, size_t n) {
 
 void copy_bytes(const Work& w) {
   emu::DeviceWorkScope device_work(w.device_access);
+  emu::ActivityScope dst_activity(w.devices[0], /*kernel=*/false);
+  emu::ActivityScope src_activity(w.devices[1] != w.devices[0] ? w.devices[1] : -1, /*kernel=*/false);
   move_bytes(w.dst, w.src, w.bytes);
 }
 
@@ -247,6 +250,7 @@ int run_work(emuStream* s, const Work& w) {
       return 0;
     case WorkKind::kKernel: {
       emu::DeviceWorkScope device_work;
+      emu::ActivityScope activity(s->device, /*kernel=*/true);
       return w.kernel_fn(w.user_data);
     }
     case WorkKind::kEventRecord:
@@ -544,10 +548,19 @@ emuError_t emuStreamDestroy(emuStream_t stream) {
 
 emuError_t emuStreamGetDevice(emuStream_t stream, int* device) {
   EMU_API_ENTER();
-  if (emuError_t err = check_stream("emuStreamGetDevice", stream)) return err;
   if (device == nullptr) return set_error(emuErrorInvalidValue, "emuStreamGetDevice: device is null");
-  *device = stream->device;
-  return emuSuccess;
+  // Looked up rather than dereferenced: the handle may come from outside
+  // (torch.emu.ExternalStream), so any value must give a clean error.
+  std::lock_guard<std::mutex> lock(registry().mu);
+  for (int d = 0; d < emu::kMaxDevices; ++d) {
+    const std::vector<emuStream*>& streams = registry().streams[d];
+    if (std::find(streams.begin(), streams.end(), stream) != streams.end()) {
+      *device = d;
+      return emuSuccess;
+    }
+  }
+  return set_error(emuErrorInvalidResourceHandle, "emuStreamGetDevice: %p is not a live emu stream",
+                   static_cast<const void*>(stream));
 }
 
 emuError_t emuStreamGetPriority(emuStream_t stream, int* priority) {
@@ -600,8 +613,14 @@ emuError_t emuMemcpy(void* dst, const void* src, size_t n, emuMemcpyKind kind) {
   for (int device : plan.devices) {
     if (device >= 0) emu::synchronize_device("emuMemcpy", device);
   }
-  emu::DeviceWorkScope device_work(plan.device_access);
-  move_bytes(dst, src, n);
+  Work w{};
+  w.kind = WorkKind::kMemcpy;
+  w.device_access = plan.device_access;
+  std::copy(plan.devices, plan.devices + 2, w.devices);
+  w.dst = dst;
+  w.src = src;
+  w.bytes = n;
+  copy_bytes(w);
   return emuSuccess;
 }
 
@@ -616,6 +635,7 @@ emuError_t emuMemcpyAsync(void* dst, const void* src, size_t n, emuMemcpyKind ki
   Work w{};
   w.kind = WorkKind::kMemcpy;
   w.device_access = plan.device_access;
+  std::copy(plan.devices, plan.devices + 2, w.devices);
   w.dst = dst;
   w.src = src;
   w.bytes = n;

@@ -1,17 +1,21 @@
 """``torch.emu``: the device-runtime API of ``torch.cuda``, for the emu device.
 
 Device management and lazy initialisation live here; streams and events in
-``streams.py``, memory in ``memory.py``, random numbers in ``random.py``.
+``streams.py``, memory in ``memory.py``, random numbers in ``random.py``,
+runtime errors in ``errors.py``, utilization in ``monitor.py``, and the names
+that cannot apply to an emulated device in ``parity.py``.
 """
 
 import os
 import threading
+import traceback
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
 
 from .. import _C
+from .errors import DeferredEmuCallError
 
 __all__ = [
     "is_available",
@@ -26,15 +30,29 @@ __all__ = [
     "get_device_properties",
     "get_device_name",
     "get_device_capability",
+    "can_device_access_peer",
+    "get_arch_list",
+    "is_tf32_supported",
+    "default_generators",
+    "has_half",
+    "has_magma",
 ]
+
+# Filled when emu starts (torch.cuda.default_generators is too): the default
+# generator of each device, what torch.manual_seed seeds.
+default_generators: tuple[torch.Generator, ...] = ()
+# Half precision works (CPU kernels); MAGMA is a CUDA library emu does not use.
+has_half: bool = True
+has_magma: bool = False
 
 # LITERALINCLUDE START: LAZY_INIT
 _initialized = False
 _in_bad_fork = False
 _init_lock = threading.Lock()
 # Calls made before first use (torch.manual_seed...), by key: a repeated call
-# replaces the earlier one, so seeding in a loop does not pile them up.
-_queued_calls: dict[str, Callable[[], None]] = {}
+# replaces the earlier one, so seeding in a loop does not pile them up. Each
+# keeps the stack it was made from, for the error if it fails at init.
+_queued_calls: dict[str, tuple[Callable[[], None], list[str]]] = {}
 
 
 def _after_fork_in_child() -> None:
@@ -60,13 +78,13 @@ def _lazy_call(key: str, call: Callable[[], None]) -> None:
         call()
     else:
         _queued_calls.pop(key, None)
-        _queued_calls[key] = call
+        _queued_calls[key] = (call, traceback.format_stack())
 
 
 def _lazy_init() -> None:
     """Starts the runtime at first real use (PyTorch calls this too, before it
     creates the first emu tensor)."""
-    global _initialized
+    global _initialized, default_generators
     if is_initialized():
         return
     with _init_lock:
@@ -79,10 +97,17 @@ def _lazy_init() -> None:
             )
         _C._init()  # raises the runtime's own error (e.g. bad configuration)
         _initialized = True
+        default_generators = tuple(_C._default_generator(i) for i in range(_C._device_count()))
         calls = list(_queued_calls.values())
         _queued_calls.clear()
-        for call in calls:
-            call()
+        for call, stack in calls:
+            try:
+                call()
+            except Exception as e:
+                raise DeferredEmuCallError(
+                    f"emu call failed lazily at initialization with error: {e}\n\n"
+                    f"emu call was originally invoked at:\n\n{''.join(stack)}"
+                ) from e
 
 
 def init() -> None:
@@ -178,23 +203,42 @@ def synchronize(device: Any = None) -> None:
 
 @dataclass(frozen=True)
 class _EmuDeviceProperties:
+    """The fields of torch.cuda's device properties. Multiprocessors are the
+    host threads a kernel may use and memory is host memory, so the hardware
+    figures are the host's or the documented constants of the runtime's
+    emu_runtime_attributes.h (e.g. warp_size 1, no shared memory)."""
+
     name: str
     total_memory: int
     major: int
     minor: int
     multi_processor_count: int
+    is_integrated: int
+    is_multi_gpu_board: int
+    max_threads_per_multi_processor: int
+    warp_size: int
+    L2_cache_size: int
+    clock_rate: int
+    memory_clock_rate: int
+    memory_bus_width: int
+    shared_memory_per_block: int
+    shared_memory_per_multiprocessor: int
+    uuid: str
+    gcnArchName: str = "emu does not have a GCN arch name"
 
     def __repr__(self) -> str:
         return (
             f"_EmuDeviceProperties(name='{self.name}', major={self.major}, minor={self.minor}, "
             f"total_memory={self.total_memory // (1024 * 1024)}MB, "
-            f"multi_processor_count={self.multi_processor_count})"
+            f"multi_processor_count={self.multi_processor_count}, uuid={self.uuid}, "
+            f"L2_cache_size={self.L2_cache_size // (1024 * 1024)}MB)"
         )
 
 
 def get_device_properties(device: Any = None) -> _EmuDeviceProperties:
     _lazy_init()
-    return _EmuDeviceProperties(**_C._get_device_properties(_get_device_index(device)))
+    index = _get_device_index(device)
+    return _EmuDeviceProperties(**_C._get_device_properties(index), **_C._device_attributes(index))
 
 
 def get_device_name(device: Any = None) -> str:
@@ -206,12 +250,52 @@ def get_device_capability(device: Any = None) -> tuple[int, int]:
     return props.major, props.minor
 
 
+# LITERALINCLUDE START: PEER_AND_ARCH
+def can_device_access_peer(device: Any, peer_device: Any) -> bool:
+    """Whether kernels on ``device`` can access ``peer_device``'s memory: emu
+    devices all live in the host's memory, so any two distinct devices can.
+    Like torch.cuda, a device with itself is False, and a bad index raises."""
+    _lazy_init()
+    device = _get_device_index(device, optional=True)
+    peer_device = _get_device_index(peer_device)
+    count = device_count()
+    if not 0 <= device < count:
+        raise AssertionError(f"Invalid device id emu:{device}: there are {count} emu devices")
+    if not 0 <= peer_device < count:
+        raise AssertionError(f"Invalid peer device id emu:{peer_device}: there are {count} emu devices")
+    return device != peer_device
+
+
+def get_arch_list() -> list[str]:
+    """The device architectures this build's kernels run on, named like CUDA's
+    ``sm_XY`` from the compute capability: emu kernels are host code, so one
+    build serves the one emulated architecture, ``emu_<major><minor>``."""
+    if not is_available():
+        return []
+    props = _C._get_device_properties(0)  # reads the configuration only: no init, fork stays safe
+    return [f"emu_{props['major']}{props['minor']}"]
+
+
+def is_tf32_supported() -> bool:
+    """False: emu's float32 matmuls and convolutions run PyTorch's CPU kernels
+    in full float32; there is no TF32 math mode to switch to."""
+    return False
+# LITERALINCLUDE END: PEER_AND_ARCH
+
+
 from . import memory, random, streams  # noqa: E402
 from .memory import *  # noqa: E402,F401,F403
 from .random import *  # noqa: E402,F401,F403
 from .streams import *  # noqa: E402,F401,F403
 
 __all__ += memory.__all__ + random.__all__ + streams.__all__
+
+from . import comm, errors, monitor, parity  # noqa: E402
+from .errors import *  # noqa: E402,F401,F403
+from .monitor import *  # noqa: E402,F401,F403
+from .parity import *  # noqa: E402,F401,F403
+
+__all__ += errors.__all__ + monitor.__all__ + parity.__all__
 
 # AMP: torch.autocast("emu") asks the device module for get_amp_supported_dtype().
 from . import amp  # noqa: E402

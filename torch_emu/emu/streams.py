@@ -13,6 +13,8 @@ from .. import _C
 __all__ = [
     "Stream",
     "Event",
+    "ExternalStream",
+    "get_stream_from_external",
     "StreamContext",
     "stream",
     "current_stream",
@@ -43,6 +45,38 @@ class Stream(torch.Stream):
 # LITERALINCLUDE END: PY_STREAM
 
 
+# LITERALINCLUDE START: PY_EXTERNAL_STREAM
+def _external_stream_data(stream_ptr: int, device: Any) -> dict:
+    """torch.Stream's arguments for the runtime stream ``stream_ptr`` (an
+    ``emuStream_t`` as an int); the runtime checks that it is a live stream,
+    on ``device`` if one is given."""
+    from . import _get_device_index, _lazy_init
+
+    if isinstance(stream_ptr, bool) or not isinstance(stream_ptr, int):
+        raise TypeError(f"stream_ptr must be an int (an emuStream_t handle), got {type(stream_ptr).__name__}")
+    _lazy_init()
+    index = -1 if device is None else _get_device_index(device)
+    stream_id, device_index, device_type = _C._stream_from_external(stream_ptr, index)
+    return {"stream_id": stream_id, "device_index": device_index, "device_type": device_type}
+
+
+class ExternalStream(Stream):
+    """Wraps a stream created outside PyTorch, e.g. by a library calling the
+    emu runtime (``emuStreamCreateWithPriority``): work PyTorch puts on it
+    runs on that runtime stream. Its owner keeps it alive while in use.
+    ``device`` defaults to the device the stream was created on."""
+
+    def __new__(cls, stream_ptr: int, device: Any = None, **kwargs):
+        return super().__new__(cls, **_external_stream_data(stream_ptr, device), **kwargs)
+
+
+def get_stream_from_external(data_ptr: int, device: Any = None) -> Stream:
+    """A :class:`Stream` over an externally created runtime stream (see
+    :class:`ExternalStream`)."""
+    return Stream(**_external_stream_data(data_ptr, device))
+# LITERALINCLUDE END: PY_EXTERNAL_STREAM
+
+
 class _EventMeta(type):
     def __instancecheck__(cls, obj) -> bool:
         return isinstance(obj, torch.Event) and obj.device.type == "emu"
@@ -56,7 +90,11 @@ class Event(metaclass=_EventMeta):
     It is a ``torch.Event`` on emu (PyTorch's event methods only accept that
     exact type), so ``isinstance(e, torch.emu.Event)`` checks the device."""
 
-    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
+    def __new__(
+        cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False, external: bool = False
+    ):
+        # ``external`` only changes how a record is captured into a graph;
+        # outside capture it has no effect, as on CUDA.
         if interprocess:
             raise NotImplementedError("emu events cannot be shared between processes (interprocess=True)")
         return torch.Event(device="emu", enable_timing=enable_timing, blocking=blocking)
