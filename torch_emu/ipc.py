@@ -38,7 +38,12 @@ def _rebuild_emu_storage(handle, storage_offset, storage_size, ref_counter, slot
         return storage
     torch.emu._lazy_init()
     _release_at_exit()
-    storage = _C._ipc_open(handle, storage_offset, storage_size, ref_counter, slot)
+    try:
+        storage = _C._ipc_open(handle, storage_offset, storage_size, ref_counter, slot)
+    except Exception:
+        # This process will never hold the memory: let the sender free it.
+        _C._ipc_release_counter(ref_counter, slot)
+        raise
     reductions.shared_cache[key] = reductions.StorageWeakRef(storage)
     return storage
 
