@@ -107,11 +107,17 @@ def exit_holding(inbox, conn):
 # LITERALINCLUDE START: HOGWILD_WORKER
 def hogwild(model, data, target, steps, lock):
     """SGD steps on the parameters the parent shares (model.share_memory())."""
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
     for _ in range(steps):
         with lock:  # taking turns makes the result exact; Hogwild proper runs without it
-            opt.zero_grad()
-            F.mse_loss(model(data), target).backward()
-            opt.step()
+            sgd_step(model, data, target)
             torch.emu.synchronize()
+
+
+def sgd_step(model, data, target, lr=0.1):
+    # By hand: torch.optim would import torch._dynamo, seconds per spawned worker.
+    model.zero_grad()
+    F.mse_loss(model(data), target).backward()
+    with torch.no_grad():
+        for p in model.parameters():
+            p -= lr * p.grad
 # LITERALINCLUDE END: HOGWILD_WORKER
