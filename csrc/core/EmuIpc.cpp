@@ -151,6 +151,9 @@ IpcShare share_storage(const c10::Storage& storage) {
   TORCH_CHECK(storage.device_type() == c10::DeviceType::PrivateUse1, "emu IPC: expected an emu storage, got one on ",
               storage.device());
   TORCH_CHECK(storage.nbytes() > 0, "emu IPC: a storage of zero bytes has no memory to share");
+  // Two threads sending one storage (two queues' feeder threads) must not both wrap it.
+  static std::mutex share_mutex;
+  std::lock_guard<std::mutex> guard(share_mutex);
   c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
   c10::DataPtr& data_ptr = impl->mutable_data_ptr();  // materialises a copy-on-write storage
   const c10::DeviceIndex device = data_ptr.device().index();
