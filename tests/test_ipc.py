@@ -201,6 +201,7 @@ def test_hogwild(baseline_memory):
     torch.manual_seed(0)
     model = torch.nn.Linear(8, 1).to("emu")
     model.share_memory()  # a no-op on emu, as on CUDA: device memory is shareable already
+    assert model.weight.is_shared()
     data, target = torch.randn(32, 8, device="emu"), torch.randn(32, 1, device="emu")
     reference = torch.nn.Linear(8, 1)
     reference.load_state_dict({k: v.cpu() for k, v in model.state_dict().items()})
