@@ -6,6 +6,7 @@ is bounded: a broken path fails, it never hangs.
 """
 
 import gc
+
 import pytest
 import torch
 import torch.multiprocessing as mp
@@ -57,6 +58,7 @@ def collected_memory():
         lambda: torch.ones(3, 2, dtype=torch.bfloat16, device="emu").t(),
         lambda: torch.zeros(0, device="emu"),
     ],
+    ids=["strided_view", "int64_emu1", "bfloat16_transposed", "empty"],
 )
 def test_queue_keeps_metadata_and_consumer_writes_are_seen(server, baseline_memory, make):
     t = make()
@@ -115,6 +117,7 @@ def test_sender_memory_lives_while_receiver_holds_it(server, baseline_memory):
     before = collected_memory()
     t = torch.full((1000,), 3.0, device="emu")
     server("hold", "k", t)
+    server("hold", "k2", t)  # the child has it already: it gives this message's reference back
     del t
     held = collected_memory()  # the parent dropped it, the child still holds it
     assert held[0] > before[0]
@@ -122,7 +125,17 @@ def test_sender_memory_lives_while_receiver_holds_it(server, baseline_memory):
     assert torch.equal(server("read", "k"), torch.full((1000,), 3.0))
     del decoys
     server("drop", "k")
+    assert collected_memory() == held  # still held under "k2"
+    server("drop", "k2")
     assert collected_memory() == before
+
+
+def test_received_storage_is_not_resizable(server, baseline_memory):
+    t = torch.ones(4, device="emu")
+    with pytest.raises(RuntimeError, match="not resizable"):
+        server("resize", t)
+    del t
+    collected_memory()
 
 
 def test_file_system_sharing_strategy(server, baseline_memory):
