@@ -148,8 +148,8 @@ void received_data_deleter(void* ctx) {
 
 // LITERALINCLUDE START: IPC_SHARE_STORAGE
 IpcShare share_storage(const c10::Storage& storage) {
-  TORCH_CHECK(storage.device_type() == c10::DeviceType::PrivateUse1, "emu IPC: expected an emu storage, got one on ",
-              storage.device());
+  TORCH_CHECK(storage.device_type() == c10::DeviceType::PrivateUse1,
+              "emu IPC: expected an emu storage, got one on ", storage.device());
   TORCH_CHECK(storage.nbytes() > 0, "emu IPC: a storage of zero bytes has no memory to share");
   // Two threads sending one storage (two queues' feeder threads) must not both wrap it.
   static std::mutex share_mutex;
@@ -190,7 +190,8 @@ IpcShare share_storage(const c10::Storage& storage) {
 
   IpcShare share;
   share.handle.assign(handle.reserved, sizeof(handle.reserved));
-  share.storage_offset = static_cast<size_t>(static_cast<char*>(impl->data_ptr().get()) - static_cast<char*>(base));
+  share.storage_offset = static_cast<size_t>(static_cast<char*>(impl->data_ptr().get()) -
+                                             static_cast<char*>(base));
   share.storage_size = storage.nbytes();
   share.ref_counter = sent->counter.page;
   share.ref_counter_slot = sent->counter.slot;
@@ -201,8 +202,8 @@ IpcShare share_storage(const c10::Storage& storage) {
 // LITERALINCLUDE START: IPC_OPEN_STORAGE
 c10::Storage open_shared_storage(const IpcShare& share) {
   emuIpcMemHandle_t handle;
-  TORCH_CHECK(share.handle.size() == sizeof(handle.reserved), "emu IPC: a handle has ", sizeof(handle.reserved),
-              " bytes, got ", share.handle.size());
+  TORCH_CHECK(share.handle.size() == sizeof(handle.reserved), "emu IPC: a handle has ",
+              sizeof(handle.reserved), " bytes, got ", share.handle.size());
   slot_address(share.ref_counter, share.ref_counter_slot);  // checks it
   share.handle.copy(handle.reserved, sizeof(handle.reserved));
   void* mapping = nullptr;
@@ -218,9 +219,9 @@ c10::Storage open_shared_storage(const IpcShare& share) {
   c10::DataPtr data_ptr(static_cast<char*>(mapping) + share.storage_offset, data, &received_data_deleter,
                         c10::Device(c10::DeviceType::PrivateUse1, device));
   // Not resizable: a resize would hand out memory the sender does not see.
-  return c10::Storage(c10::make_intrusive<EmuStorageImpl>(c10::StorageImpl::use_byte_size_t(), share.storage_size,
-                                                          std::move(data_ptr), device_allocator(),
-                                                          /*resizable=*/false));
+  return c10::Storage(c10::make_intrusive<EmuStorageImpl>(c10::StorageImpl::use_byte_size_t(),
+                                                          share.storage_size, std::move(data_ptr),
+                                                          device_allocator(), /*resizable=*/false));
 }
 // LITERALINCLUDE END: IPC_OPEN_STORAGE
 

@@ -9,7 +9,8 @@ namespace torch_emu {
 namespace {
 
 const c10::Storage& unpack_storage(const py::handle& obj) {
-  TORCH_CHECK_TYPE(THPStorage_Check(obj.ptr()), "expected a torch.UntypedStorage, got ", Py_TYPE(obj.ptr())->tp_name);
+  TORCH_CHECK_TYPE(THPStorage_Check(obj.ptr()), "expected a torch.UntypedStorage, got ",
+                   Py_TYPE(obj.ptr())->tp_name);
   return THPStorage_Unpack(obj.ptr());
 }
 
@@ -34,7 +35,8 @@ void init_ipc_bindings(pybind11::module& m) {
     release_ref_counter(unpack_storage(ref_counter), slot);
   });
   m.def("_ipc_collect", [] { return ipc_collect(); }, py::call_guard<py::gil_scoped_release>());
-  m.def("_ipc_release_received", [] { release_received_storages(); }, py::call_guard<py::gil_scoped_release>());
+  m.def("_ipc_release_received", [] { release_received_storages(); },
+        py::call_guard<py::gil_scoped_release>());
 }
 // LITERALINCLUDE END: IPC_BINDINGS
 

@@ -253,6 +253,12 @@ void install_strict_handler() {
 
 // ---- sharing with other processes (used by ipc.cpp) ----
 
+namespace {
+size_t offset_in_arena(int device, const void* p) {
+  return static_cast<size_t>(static_cast<const char*>(p) - g_arena_base[device].load(std::memory_order_acquire));
+}
+} // namespace
+
 emuError_t arena_file(int device, int* fd) {
   Arena& arena = arenas()[device];
   std::lock_guard<std::mutex> lock(arena.mu);
@@ -265,7 +271,7 @@ bool find_allocation(const void* p, int* device, void** start, size_t* offset, s
   const int d = device_of_pointer(p);
   if (d < 0) return false;
   Arena& arena = arenas()[d];
-  const size_t at = static_cast<size_t>(static_cast<const char*>(p) - g_arena_base[d].load(std::memory_order_acquire));
+  const size_t at = offset_in_arena(d, p);
   std::lock_guard<std::mutex> lock(arena.mu);
   auto it = arena.live.upper_bound(at);
   if (it == arena.live.begin()) return false;
@@ -289,13 +295,15 @@ emuError_t arena_map_foreign(int device, int fd, size_t file_offset, size_t size
   size_t offset = 0;
   if (size > g_config.capacity - arena.allocated || !take_best_fit(arena, size, &offset)) {
     return set_error(emuErrorMemoryAllocation,
-                     "emuIpcOpenMemHandle: no room for %s of shared memory on emu:%d (%s free of %s capacity)",
+                     "emuIpcOpenMemHandle: no room for %s of shared memory on emu:%d "
+                     "(%s free of %s capacity)",
                      format_bytes(size).text, device, format_bytes(g_config.capacity - arena.allocated).text,
                      format_bytes(g_config.capacity).text);
   }
   char* at = g_arena_base[device].load(std::memory_order_relaxed) + offset;
   std::lock_guard<std::mutex> protect(g_protect_mu);  // the protection must match strict mode's state
-  if (mmap(at, size, arena_prot(), MAP_SHARED | MAP_FIXED, fd, static_cast<off_t>(file_offset)) == MAP_FAILED) {
+  const off_t at_file = static_cast<off_t>(file_offset);
+  if (mmap(at, size, arena_prot(), MAP_SHARED | MAP_FIXED, fd, at_file) == MAP_FAILED) {
     const int err = errno;
     release_block(arena, offset, size);
     return set_error(emuErrorMemoryAllocation, "emuIpcOpenMemHandle: could not map %s on emu:%d (%s)",
@@ -313,14 +321,15 @@ emuError_t arena_unmap_foreign(void* ptr) {
   const int device = device_of_pointer(ptr);
   if (device < 0) return emuErrorInvalidDevicePointer;
   Arena& arena = arenas()[device];
-  const size_t offset = static_cast<size_t>(static_cast<char*>(ptr) - g_arena_base[device].load(std::memory_order_acquire));
+  const size_t offset = offset_in_arena(device, ptr);
   std::lock_guard<std::mutex> lock(arena.mu);
   auto it = arena.foreign.find(offset);
   if (it == arena.foreign.end()) return emuErrorInvalidDevicePointer;
   const size_t size = it->second;
   {
     std::lock_guard<std::mutex> protect(g_protect_mu);
-    if (mmap(ptr, size, arena_prot(), MAP_SHARED | MAP_FIXED, arena.fd, static_cast<off_t>(offset)) == MAP_FAILED) {
+    const off_t own = static_cast<off_t>(offset);
+    if (mmap(ptr, size, arena_prot(), MAP_SHARED | MAP_FIXED, arena.fd, own) == MAP_FAILED) {
       return set_error(emuErrorInvalidValue, "emuIpcCloseMemHandle: could not unmap %p (%s)", ptr,
                        std::strerror(errno));
     }
@@ -410,8 +419,9 @@ emuError_t emuFree(void* ptr) {
   auto it = arena.live.find(offset);
   if (it == arena.live.end()) {
     const bool foreign = arena.foreign.count(offset) != 0;
-    return set_error(emuErrorInvalidDevicePointer, "emuFree: %p is not the start of a live allocation on emu:%d%s",
-                     ptr, device, foreign ? " (it is another process's memory: close it with emuIpcCloseMemHandle)" : "");
+    return set_error(emuErrorInvalidDevicePointer,
+                     "emuFree: %p is not the start of a live allocation on emu:%d%s", ptr, device,
+                     foreign ? " (it is another process's memory: close it with emuIpcCloseMemHandle)" : "");
   }
   const size_t size = it->second;
   arena.live.erase(it);

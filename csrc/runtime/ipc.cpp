@@ -143,7 +143,8 @@ emuError_t emuIpcOpenMemHandle(void** devptr, emuIpcMemHandle_t handle, unsigned
   }
   emu::HandleData h;
   std::memcpy(&h, handle.reserved, sizeof(h));
-  if (h.magic != emu::kMagic) {
+  const bool page_aligned = h.size % emu::kPageSize == 0 && h.offset % emu::kPageSize == 0;
+  if (h.magic != emu::kMagic || h.size == 0 || !page_aligned) {
     return set_error(emuErrorInvalidValue, "emuIpcOpenMemHandle: not a handle from emuIpcGetMemHandle");
   }
   if (h.pid == static_cast<int32_t>(getpid())) {
