@@ -1,12 +1,15 @@
 // Device memory, pinned host memory, pointer attributes and strict mode.
 //
-// Each device owns one private anonymous mapping the size of its capacity: the
-// "video memory". Reserving it with MAP_NORESERVE costs address space only;
-// pages become real host memory when first touched and are handed back with
-// madvise(MADV_DONTNEED) when freed, so the process's footprint tracks what is
-// live. Because device memory is one contiguous range per device, telling a
-// device pointer from a host pointer is a range check.
+// Each device owns one mapping the size of its capacity: the "video memory".
+// It is a shared mapping of an anonymous memory file (memfd), so that another
+// process can map the same memory (ipc.cpp). Reserving it with MAP_NORESERVE
+// costs address space only; pages become real host memory when first touched
+// and are handed back (a hole punched in the file) when freed, so the
+// process's footprint tracks what is live. Because device memory is one
+// contiguous range per device, telling a device pointer from a host pointer is
+// a range check.
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -29,10 +32,12 @@ namespace {
 struct Arena {
   std::mutex mu;
   bool mapped = false;
-  size_t allocated = 0;
+  int fd = -1;           // the memory file behind the mapping
+  size_t allocated = 0;  // live and foreign bytes
   std::map<size_t, size_t> free_by_offset;           // offset -> size, for coalescing
   std::set<std::pair<size_t, size_t>> free_by_size;  // (size, offset), for best fit
-  std::unordered_map<size_t, size_t> live;           // offset -> size
+  std::map<size_t, size_t> live;                     // offset -> size (emuMalloc)
+  std::unordered_map<size_t, size_t> foreign;        // offset -> size (another process's memory)
 };
 
 // Published arena bases (nullptr until the first allocation on the device).
@@ -73,13 +78,29 @@ emuError_t map_arena_locked(int device, Arena& arena) {
   // becomes visible, so decide and publish under the same lock as the toggle.
   std::lock_guard<std::mutex> protect(g_protect_mu);
   emu::note_device_state_created();
-  void* base = mmap(nullptr, g_config.capacity, arena_prot(),
-                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  // LITERALINCLUDE START: ARENA_MAP
+  // A memory file rather than private anonymous memory: another process can
+  // map it (emuIpcOpenMemHandle). It is sparse, so its size costs nothing.
+  const int fd = memfd_create("torch-emu-device-memory", MFD_CLOEXEC);
+  if (fd < 0 || ftruncate(fd, static_cast<off_t>(g_config.capacity)) != 0) {
+    const int err = errno;
+    if (fd >= 0) close(fd);
+    return set_error(emuErrorMemoryAllocation, "emuMalloc: could not create the memory of emu:%d (%s)",
+                     device, std::strerror(err));
+  }
+  void* base = mmap(nullptr, g_config.capacity, arena_prot(), MAP_SHARED | MAP_NORESERVE, fd, 0);
   if (base == MAP_FAILED) {
+    const int err = errno;
+    close(fd);
     return set_error(emuErrorMemoryAllocation,
                      "emuMalloc: could not reserve %s of address space for emu:%d (%s)",
-                     format_bytes(g_config.capacity).text, device, std::strerror(errno));
+                     format_bytes(g_config.capacity).text, device, std::strerror(err));
   }
+  // A forked child gets no device memory (a real driver's would not be there
+  // either) instead of silently sharing the parent's.
+  madvise(base, g_config.capacity, MADV_DONTFORK);
+  // LITERALINCLUDE END: ARENA_MAP
+  arena.fd = fd;
   arena.free_by_offset.emplace(0, g_config.capacity);
   arena.free_by_size.emplace(g_config.capacity, 0);
   arena.mapped = true;
@@ -230,6 +251,97 @@ void install_strict_handler() {
   sigaction(SIGSEGV, &action, &g_previous_segv);
 }
 
+// ---- sharing with other processes (used by ipc.cpp) ----
+
+namespace {
+size_t offset_in_arena(int device, const void* p) {
+  return static_cast<size_t>(static_cast<const char*>(p) - g_arena_base[device].load(std::memory_order_acquire));
+}
+} // namespace
+
+emuError_t arena_file(int device, int* fd) {
+  Arena& arena = arenas()[device];
+  std::lock_guard<std::mutex> lock(arena.mu);
+  if (emuError_t err = map_arena_locked(device, arena)) return err;
+  *fd = arena.fd;
+  return emuSuccess;
+}
+
+bool find_allocation(const void* p, int* device, void** start, size_t* offset, size_t* size) {
+  const int d = device_of_pointer(p);
+  if (d < 0) return false;
+  Arena& arena = arenas()[d];
+  const size_t at = offset_in_arena(d, p);
+  std::lock_guard<std::mutex> lock(arena.mu);
+  auto it = arena.live.upper_bound(at);
+  if (it == arena.live.begin()) return false;
+  --it;
+  if (at - it->first >= it->second) return false;
+  *device = d;
+  *start = g_arena_base[d].load(std::memory_order_relaxed) + it->first;
+  *offset = it->first;
+  *size = it->second;
+  return true;
+}
+
+// LITERALINCLUDE START: ARENA_MAP_FOREIGN
+// The receiving side of IPC: another process's device memory (`size` bytes of
+// its memory file `fd` at `file_offset`) mapped over a free range of our own
+// arena, so it is device memory here too and strict mode covers it.
+emuError_t arena_map_foreign(int device, int fd, size_t file_offset, size_t size, void** ptr) {
+  Arena& arena = arenas()[device];
+  std::lock_guard<std::mutex> lock(arena.mu);
+  if (emuError_t err = map_arena_locked(device, arena)) return err;
+  size_t offset = 0;
+  if (size > g_config.capacity - arena.allocated || !take_best_fit(arena, size, &offset)) {
+    return set_error(emuErrorMemoryAllocation,
+                     "emuIpcOpenMemHandle: no room for %s of shared memory on emu:%d "
+                     "(%s free of %s capacity)",
+                     format_bytes(size).text, device, format_bytes(g_config.capacity - arena.allocated).text,
+                     format_bytes(g_config.capacity).text);
+  }
+  char* at = g_arena_base[device].load(std::memory_order_relaxed) + offset;
+  std::lock_guard<std::mutex> protect(g_protect_mu);  // the protection must match strict mode's state
+  const off_t at_file = static_cast<off_t>(file_offset);
+  if (mmap(at, size, arena_prot(), MAP_SHARED | MAP_FIXED, fd, at_file) == MAP_FAILED) {
+    const int err = errno;
+    release_block(arena, offset, size);
+    return set_error(emuErrorMemoryAllocation, "emuIpcOpenMemHandle: could not map %s on emu:%d (%s)",
+                     format_bytes(size).text, device, std::strerror(err));
+  }
+  madvise(at, size, MADV_DONTFORK);
+  arena.foreign.emplace(offset, size);
+  arena.allocated += size;
+  *ptr = at;
+  return emuSuccess;
+}
+
+// Puts our own (empty) memory back under a foreign range and frees the range.
+emuError_t arena_unmap_foreign(void* ptr) {
+  const int device = device_of_pointer(ptr);
+  if (device < 0) return emuErrorInvalidDevicePointer;
+  Arena& arena = arenas()[device];
+  const size_t offset = offset_in_arena(device, ptr);
+  std::lock_guard<std::mutex> lock(arena.mu);
+  auto it = arena.foreign.find(offset);
+  if (it == arena.foreign.end()) return emuErrorInvalidDevicePointer;
+  const size_t size = it->second;
+  {
+    std::lock_guard<std::mutex> protect(g_protect_mu);
+    const off_t own = static_cast<off_t>(offset);
+    if (mmap(ptr, size, arena_prot(), MAP_SHARED | MAP_FIXED, arena.fd, own) == MAP_FAILED) {
+      return set_error(emuErrorInvalidValue, "emuIpcCloseMemHandle: could not unmap %p (%s)", ptr,
+                       std::strerror(errno));
+    }
+    madvise(ptr, size, MADV_DONTFORK);
+  }
+  arena.foreign.erase(it);
+  arena.allocated -= size;
+  release_block(arena, offset, size);
+  return emuSuccess;
+}
+// LITERALINCLUDE END: ARENA_MAP_FOREIGN
+
 // LITERALINCLUDE START: STRICT_MODE_TOGGLE
 // The first piece of device work to start opens every arena, the last to end
 // closes them again; in between, host code may (unnoticed) touch them too.
@@ -306,15 +418,18 @@ emuError_t emuFree(void* ptr) {
   std::lock_guard<std::mutex> lock(arena.mu);
   auto it = arena.live.find(offset);
   if (it == arena.live.end()) {
+    const bool foreign = arena.foreign.count(offset) != 0;
     return set_error(emuErrorInvalidDevicePointer,
-                     "emuFree: %p is not the start of a live allocation on emu:%d", ptr, device);
+                     "emuFree: %p is not the start of a live allocation on emu:%d%s", ptr, device,
+                     foreign ? " (it is another process's memory: close it with emuIpcCloseMemHandle)" : "");
   }
   const size_t size = it->second;
   arena.live.erase(it);
   arena.allocated -= size;
   // Give the pages back to the OS: the next user of this range sees zeros and
   // the process does not keep the memory of freed blocks resident.
-  madvise(ptr, size, MADV_DONTNEED);
+  fallocate(arena.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
+            static_cast<off_t>(size));
   emu::release_block(arena, offset, size);
   return emuSuccess;
 }

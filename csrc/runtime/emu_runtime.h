@@ -9,9 +9,9 @@
 //
 // Semantics worth knowing (they mirror CUDA where a vendor would expect it):
 // - The current device is per host thread (emuSetDevice/emuGetDevice).
-// - Device memory lives in one private mapping per device, sized by the
-//   device's capacity. Asking for more than is free fails with
-//   emuErrorMemoryAllocation.
+// - Device memory lives in one mapping per device, sized by the device's
+//   capacity, of a memory file other processes can map (emu_runtime_ipc.h).
+//   Asking for more than is free fails with emuErrorMemoryAllocation.
 // - Streams execute their work in order on a worker thread of their own.
 //   Streams never synchronise implicitly with each other (every stream is
 //   "non-blocking" in CUDA terms); order across streams is made with events.

@@ -125,6 +125,19 @@ class ActivityScope {
   bool kernel_;
 };
 
+// Sharing device memory with other processes (ipc.cpp). The arena's memory
+// file, mapping the arena first if needed.
+emuError_t arena_file(int device, int* fd);
+// The emuMalloc allocation containing `p`: device, start, offset in the
+// arena's file, size.
+bool find_allocation(const void* p, int* device, void** start, size_t* offset, size_t* size);
+// Maps `size` bytes of another process's memory file `fd` at `file_offset`
+// into a free range of `device`'s arena; the range counts as allocated.
+emuError_t arena_map_foreign(int device, int fd, size_t file_offset, size_t size, void** ptr);
+// Undoes arena_map_foreign; emuErrorInvalidDevicePointer (no message) if
+// `ptr` is not the start of such a range.
+emuError_t arena_unmap_foreign(void* ptr);
+
 // ---- streams.cpp ------------------------------------------------------------
 
 // Waits for every stream created on `device`, except for the work the calling

@@ -4,6 +4,7 @@
 // failing check and exits 1. `test_runtime info` prints the configuration the
 // runtime derived from the environment, and `test_runtime exit` returns from
 // main with busy streams (both used by tests/test_runtime_native.py).
+// `test_runtime ipc-receive ...` is the receiving process of test_ipc().
 
 #include <dirent.h>
 #include <signal.h>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "runtime/emu_runtime.h"
+#include "runtime/emu_runtime_ipc.h"
 
 namespace {
 
@@ -1009,6 +1011,105 @@ void test_fork() {
   CHECK_OK(emuGetDeviceCount(&n));
 }
 
+// ---- IPC (emu_runtime_ipc.h) ----
+
+constexpr int kIpcInts = 3 * 1024;  // three pages
+
+// The receiving process of test_ipc: exec'ed, so it is not a forked child of
+// an initialised runtime. `expect` is "ok" or "no-device" (run with 1 device).
+int ipc_receive(const char* hex, const char* expect) {
+  if (std::strcmp(expect, "no-device") == 0) setenv("TORCH_EMU_DEVICE_COUNT", "1", 1);
+  emuIpcMemHandle_t handle;
+  for (size_t i = 0; i < sizeof(handle.reserved); ++i) {
+    unsigned byte = 0;
+    CHECK(std::sscanf(hex + 2 * i, "%2x", &byte) == 1);
+    handle.reserved[i] = static_cast<char>(byte);
+  }
+  void* p = nullptr;
+  if (std::strcmp(expect, "no-device") == 0) {
+    CHECK_ERR(emuIpcOpenMemHandle(&p, handle, 0), emuErrorInvalidDevice);
+    CHECK_MSG("the memory is on emu:1");
+    CHECK_MSG("this process has 1 emu device(s)");
+    return 0;
+  }
+  CHECK_ERR(emuIpcOpenMemHandle(&p, handle, 2), emuErrorInvalidValue);
+  CHECK_OK(emuIpcOpenMemHandle(&p, handle, emuIpcMemLazyEnablePeerAccess));
+  void* again = nullptr;
+  CHECK_OK(emuIpcOpenMemHandle(&again, handle, 0));
+  CHECK(again == p);
+  emuPointerAttributes attr{};
+  CHECK_OK(emuPointerGetAttributes(&attr, static_cast<char*>(p) + 100));
+  CHECK(attr.type == emuMemoryTypeDevice && attr.device == 1);
+  size_t free_bytes = 0, total = 0;
+  CHECK_OK(emuMemGetInfo(1, &free_bytes, &total));
+  CHECK(total - free_bytes == kIpcInts * sizeof(int));  // the mapped range is in use here
+
+  std::vector<int> data(kIpcInts);
+  CHECK_OK(emuMemcpy(data.data(), p, kIpcInts * sizeof(int), emuMemcpyDeviceToHost));
+  for (int i = 0; i < kIpcInts; ++i) CHECK(data[i] == i);
+  for (int i = 0; i < kIpcInts; ++i) data[i] = -i;
+  CHECK_OK(emuMemcpy(p, data.data(), kIpcInts * sizeof(int), emuMemcpyHostToDevice));
+
+  CHECK_ERR(emuFree(p), emuErrorInvalidDevicePointer);
+  CHECK_MSG("close it with emuIpcCloseMemHandle");
+  CHECK_OK(emuIpcCloseMemHandle(p));
+  CHECK_OK(emuIpcCloseMemHandle(p));  // one close per open
+  CHECK_ERR(emuIpcCloseMemHandle(p), emuErrorInvalidDevicePointer);
+  CHECK_OK(emuMemGetInfo(1, &free_bytes, &total));
+  CHECK(free_bytes == total);
+  return 0;
+}
+
+int run_ipc_receiver(const char* hex, const char* expect) {
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    execl("/proc/self/exe", "test_runtime", "ipc-receive", hex, expect, static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 100 + WTERMSIG(status);
+}
+
+void test_ipc() {
+  g_section = "ipc";
+  CHECK_OK(emuSetDevice(1));
+  std::vector<int> data(kIpcInts);
+  for (int i = 0; i < kIpcInts; ++i) data[i] = i;
+  void* p = nullptr;
+  CHECK_OK(emuMalloc(&p, kIpcInts * sizeof(int)));
+  CHECK_OK(emuMemcpy(p, data.data(), kIpcInts * sizeof(int), emuMemcpyHostToDevice));
+
+  void* base = nullptr;
+  size_t size = 0;
+  CHECK_OK(emuMemGetAddressRange(&base, &size, static_cast<char*>(p) + 5000));
+  CHECK(base == p && size == kIpcInts * sizeof(int));
+  CHECK_ERR(emuMemGetAddressRange(&base, &size, data.data()), emuErrorInvalidDevicePointer);
+
+  emuIpcMemHandle_t handle;
+  CHECK_ERR(emuIpcGetMemHandle(&handle, static_cast<char*>(p) + 4096), emuErrorInvalidDevicePointer);
+  CHECK_OK(emuIpcGetMemHandle(&handle, p));
+  void* q = nullptr;
+  CHECK_ERR(emuIpcOpenMemHandle(&q, handle, 0), emuErrorInvalidValue);
+  CHECK_MSG("made by this process");
+  emuIpcMemHandle_t junk{};
+  CHECK_ERR(emuIpcOpenMemHandle(&q, junk, 0), emuErrorInvalidValue);
+  CHECK_ERR(emuIpcCloseMemHandle(p), emuErrorInvalidDevicePointer);
+
+  char hex[2 * sizeof(handle.reserved) + 1];
+  for (size_t i = 0; i < sizeof(handle.reserved); ++i) {
+    std::snprintf(hex + 2 * i, 3, "%02x", static_cast<unsigned char>(handle.reserved[i]));
+  }
+  CHECK(run_ipc_receiver(hex, "ok") == 0);
+  // What the receiver wrote is in our memory.
+  CHECK_OK(emuMemcpy(data.data(), p, kIpcInts * sizeof(int), emuMemcpyDeviceToHost));
+  for (int i = 0; i < kIpcInts; ++i) CHECK(data[i] == -i);
+  CHECK(run_ipc_receiver(hex, "no-device") == 0);
+  CHECK_OK(emuFree(p));
+  CHECK_OK(emuSetDevice(0));
+}
+
 int print_info() {
   int count = 0;
   const emuError_t err = emuGetDeviceCount(&count);
@@ -1047,6 +1148,7 @@ int exit_with_live_streams() {
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "info") == 0) return print_info();
   if (argc > 1 && std::strcmp(argv[1], "exit") == 0) return exit_with_live_streams();
+  if (argc > 3 && std::strcmp(argv[1], "ipc-receive") == 0) return ipc_receive(argv[2], argv[3]);
 
   signal(SIGALRM, on_alarm);
   alarm(100);
@@ -1068,6 +1170,7 @@ int main(int argc, char** argv) {
   test_concurrent_submitters();
   test_no_thread_leak();
   test_invalid_handles();
+  test_ipc();
   test_fork();
 
   std::printf("all runtime checks passed\n");

@@ -317,3 +317,9 @@ __all__ += [
     "set_autocast_dtype",
     "set_autocast_enabled",
 ]
+
+# Sharing emu tensors through torch.multiprocessing (importing it registers the
+# emu storage reducer).
+from ..ipc import ipc_collect  # noqa: E402
+
+__all__ += ["ipc_collect"]
