@@ -48,15 +48,20 @@ py::dict duration_dict(const c10::CachingAllocator::DurationStat& stat) {
 
 // LITERALINCLUDE START: GATHER_CONTEXT
 // The context of an allocation: Python frames (and C++ frames with
-// stacks="all"), gathered by PyTorch's CapturedTraceback. Python frames only
-// on a thread holding the GIL: a stream worker running a kernel must not wait
-// for the GIL, which its launching thread holds while waiting for it.
+// stacks="all"), gathered by PyTorch's CapturedTraceback, which takes the GIL
+// for the Python ones (ops run with it released). Only on threads Python
+// knows: a stream worker running a kernel has no Python frames, and must not
+// wait for the GIL while its launching thread might hold it.
+bool python_thread() {
+  return PyGILState_GetThisThreadState() != nullptr;
+}
+
 std::shared_ptr<c10::GatheredContext> gather_python() {
-  return torch::CapturedTraceback::gather(PyGILState_Check() != 0, true, false);
+  return torch::CapturedTraceback::gather(python_thread(), true, false);
 }
 
 std::shared_ptr<c10::GatheredContext> gather_all() {
-  return torch::CapturedTraceback::gather(PyGILState_Check() != 0, true, true);
+  return torch::CapturedTraceback::gather(python_thread(), true, true);
 }
 // LITERALINCLUDE END: GATHER_CONTEXT
 
