@@ -158,6 +158,14 @@ def test_caching_allocator_enable(baseline_memory):
     del y
     assert torch.emu.memory_reserved() > reserved  # cached again
     _fresh_cache()
+    with torch.emu.caching_allocator_disabled():
+        z = torch.randn(MiB, device="emu")
+        del z
+        assert torch.emu.memory_reserved() == reserved
+    w = torch.randn(MiB, device="emu")
+    del w
+    assert torch.emu.memory_reserved() > reserved
+    _fresh_cache()
 
 
 # --- pluggable allocator -----------------------------------------------------------------------

@@ -99,6 +99,9 @@ class EmuDeviceAllocator final : public c10::DeviceAllocator {
   // caching_allocator_enable(false): freed memory is given back to the device
   // at once instead of being cached (for debugging with a memory checker).
   void setCachingEnabled(bool enabled);
+  bool isCachingEnabled() const {
+    return caching_enabled_.load();
+  }
 
   // Caps what the cache may reserve on `device` to fraction * capacity.
   void setMemoryFraction(double fraction, c10::DeviceIndex device);

@@ -223,6 +223,7 @@ void init_memory_bindings(pybind11::module& m) {
   });
   // LITERALINCLUDE END: RAW_ALLOC_BINDINGS
   m.def("_caching_allocator_enable", [](bool enabled) { device_allocator()->setCachingEnabled(enabled); });
+  m.def("_caching_allocator_is_enabled", [] { return device_allocator()->isCachingEnabled(); });
 
   // LITERALINCLUDE START: PLUGGABLE_BINDINGS
   // The addresses of a user's alloc and free, as ctypes found them.

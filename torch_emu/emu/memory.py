@@ -44,6 +44,7 @@ __all__ = [
     "caching_allocator_alloc",
     "caching_allocator_delete",
     "caching_allocator_enable",
+    "caching_allocator_disabled",
     "EmuPluggableAllocator",
     "change_current_allocator",
     "get_allocator_backend",
@@ -308,6 +309,17 @@ def caching_allocator_enable(value: bool = True) -> None:
     """Turns caching off (freed memory goes straight back to the device) or on."""
     if is_initialized():
         _C._caching_allocator_enable(value)
+
+
+@contextlib.contextmanager
+def caching_allocator_disabled():
+    """Turns caching off inside the ``with`` block."""
+    previous = _C._caching_allocator_is_enabled()
+    caching_allocator_enable(False)
+    try:
+        yield
+    finally:
+        caching_allocator_enable(previous)
 
 
 # LITERALINCLUDE START: PY_PLUGGABLE
