@@ -96,7 +96,28 @@ def test_max_entries_keeps_the_latest(baseline_memory):
         trace = _entries(torch.emu.memory._snapshot())
         assert len(trace) == 4
         assert trace[-1]["addr"] == xs[-1].data_ptr()
+        torch.emu.memory._record_memory_history(max_entries=2)  # shrinking keeps the latest
+        assert _entries(torch.emu.memory._snapshot()) == trace[-2:]
         del xs
+    finally:
+        torch.emu.memory._record_memory_history(enabled=None)
+
+
+def test_clear_history_and_skip_actions(baseline_memory):
+    torch.emu.memory._record_memory_history(max_entries=100)
+    try:
+        x = torch.empty(100, device="emu")
+        assert len(_entries(torch.emu.memory._snapshot())) >= 1
+        # Calling again keeps the history unless asked to clear it.
+        torch.emu.memory._record_memory_history(max_entries=100, skip_actions=["free_requested", "segment_alloc"])
+        assert any(e["addr"] == x.data_ptr() for e in _entries(torch.emu.memory._snapshot()))
+        torch.emu.memory._record_memory_history(max_entries=100, clear_history=True,
+                                                skip_actions=["free_requested", "segment_alloc"])
+        assert _entries(torch.emu.memory._snapshot()) == []
+        del x
+        y = torch.empty(100, device="emu")
+        assert [e["action"] for e in _entries(torch.emu.memory._snapshot())] == ["free_completed", "alloc"]
+        del y
     finally:
         torch.emu.memory._record_memory_history(enabled=None)
 
@@ -205,4 +226,8 @@ def test_bad_inputs():
         torch.emu.memory._record_memory_history(max_entries=-1)
     with pytest.raises(ValueError, match="emu device"):
         torch.emu.memory._record_memory_history(device="cpu")
+    with pytest.raises(RuntimeError, match="Unknown TraceEntry action: frees"):
+        torch.emu.memory._record_memory_history(skip_actions=["frees"])
+    with pytest.raises(NotImplementedError, match="compile context"):
+        torch.emu.memory._record_memory_history(compile_context=True)
     assert all(t == [] for t in torch.emu.memory._snapshot()["device_traces"])

@@ -161,6 +161,7 @@ struct DeviceCache {
   size_t reserve_limit = SIZE_MAX; // fraction * capacity; SIZE_MAX: no cap
   size_t max_entries = 0;          // history size; 0: not recording
   size_t trace_next = 0;           // oldest entry once the ring is full
+  uint32_t skip_actions = 0;       // bit (1 << action): not recorded
   std::vector<TraceEntry> trace;
 };
 
@@ -172,6 +173,9 @@ namespace {
 void record_trace(DeviceCache& dc, TraceEntry::Action action, const void* addr, size_t size,
                   const c10::Stream& stream, c10::MempoolId_t pool,
                   std::shared_ptr<c10::GatheredContext> context) {
+  if (dc.skip_actions & (1u << action)) {
+    return;
+  }
   TraceEntry entry(action, dc.index, reinterpret_cast<size_t>(addr), size, native_stream(stream), pool,
                    c10::getTime(), std::move(context));
   if (dc.trace.size() < dc.max_entries) {
@@ -854,7 +858,8 @@ void EmuDeviceAllocator::free_pluggable(void* ptr) {
 // LITERALINCLUDE START: HISTORY
 void EmuDeviceAllocator::recordHistory(bool enabled, c10::CachingDeviceAllocator::CreateContextFn gather,
                                        size_t max_entries,
-                                       c10::CachingDeviceAllocator::RecordContext when) {
+                                       c10::CachingDeviceAllocator::RecordContext when,
+                                       bool clear_history, uint32_t skip_actions) {
   using c10::CachingDeviceAllocator::RecordContext;
   TORCH_CHECK(!enabled || when == RecordContext::NEVER || gather != nullptr,
               "emu allocator: recording stacks needs a context function");
@@ -863,10 +868,17 @@ void EmuDeviceAllocator::recordHistory(bool enabled, c10::CachingDeviceAllocator
   for (c10::DeviceIndex i = 0; i < device_count(); ++i) {
     DeviceCache& dc = cache(i);
     std::lock_guard<std::mutex> guard(dc.mutex);
-    // As CUDA's: turning it off (or resizing) starts a new history.
-    dc.trace.clear();
+    // Oldest first, then keep the latest entries that fit the new size.
+    std::rotate(dc.trace.begin(), dc.trace.begin() + static_cast<std::ptrdiff_t>(dc.trace_next), dc.trace.end());
     dc.trace_next = 0;
+    if (!enabled || clear_history) {
+      dc.trace.clear();
+    }
     dc.max_entries = enabled ? max_entries : 0; // 0: block contexts only ("state")
+    if (dc.trace.size() > dc.max_entries) {
+      dc.trace.erase(dc.trace.begin(), dc.trace.end() - static_cast<std::ptrdiff_t>(dc.max_entries));
+    }
+    dc.skip_actions = skip_actions;
   }
   recording_.store(enabled && when != RecordContext::NEVER);
 }

@@ -116,10 +116,13 @@ class EmuDeviceAllocator final : public c10::DeviceAllocator {
   }
 
   // Allocation history (torch.emu.memory._record_memory_history): trace
-  // entries of the last `max_entries` events per device, with the context
+  // entries of the last `max_entries` events per device, except the actions
+  // in `skip_actions` (a bit per TraceEntry::Action), with the context
   // `gather` returns (Python frames) for the actions `when` asks for.
+  // Disabling, or clear_history, drops the entries recorded so far.
   void recordHistory(bool enabled, c10::CachingDeviceAllocator::CreateContextFn gather,
-                     size_t max_entries, c10::CachingDeviceAllocator::RecordContext when);
+                     size_t max_entries, c10::CachingDeviceAllocator::RecordContext when,
+                     bool clear_history = false, uint32_t skip_actions = 0);
   AllocatorSnapshot snapshot(c10::MempoolId_t mempool_id = {0, 0}, bool include_traces = true);
 
  private:

@@ -66,7 +66,8 @@ std::shared_ptr<c10::GatheredContext> gather_all() {
 // LITERALINCLUDE END: GATHER_CONTEXT
 
 void record_memory_history(const std::optional<std::string>& enabled, const std::optional<std::string>& context,
-                           const std::string& stacks, size_t max_entries) {
+                           const std::string& stacks, size_t max_entries, bool clear_history,
+                           const std::vector<std::string>& skip_actions) {
   TORCH_CHECK(!enabled || *enabled == "state" || *enabled == "all",
               "_record_memory_history: enabled must be None, 'state' or 'all', got '", *enabled, "'");
   TORCH_CHECK(!context || *context == "state" || *context == "alloc" || *context == "all",
@@ -79,9 +80,13 @@ void record_memory_history(const std::optional<std::string>& enabled, const std:
          : *context == "alloc" ? RecordContext::ALLOC
                                : RecordContext::ALL;
   }
+  uint32_t skip = 0;
+  for (const std::string& action : skip_actions) {
+    skip |= 1u << c10::CachingDeviceAllocator::parseTraceEntryAction(action); // raises for an unknown one
+  }
   // enabled="state" keeps the contexts of live blocks but no trace.
   device_allocator()->recordHistory(enabled.has_value(), stacks == "all" ? &gather_all : &gather_python,
-                                    enabled && *enabled == "all" ? max_entries : 0, when);
+                                    enabled && *enabled == "all" ? max_entries : 0, when, clear_history, skip);
 }
 
 const char* action_name(TraceEntry::Action action) {

@@ -397,20 +397,30 @@ def reset_peak_host_memory_stats() -> None:
 
 # LITERALINCLUDE START: PY_HISTORY
 def _record_memory_history(enabled: "str | None" = "all", context: "str | None" = "all", stacks: str = "all",
-                           max_entries: int = sys.maxsize, device: Any = None) -> None:
+                           max_entries: int = sys.maxsize, device: Any = None, clear_history: bool = False,
+                           compile_context: bool = False, global_record_annotations: bool = False,
+                           skip_actions: "list[str] | None" = None) -> None:
     """Records the allocator's history, as ``torch.cuda.memory._record_memory_history``.
 
     enabled: None (stop, and drop the history), "state" (remember where live
     blocks were allocated) or "all" (also keep a trace of the last
     ``max_entries`` alloc/free/segment events per device). context: which events
     carry stack frames: None, "state", "alloc" or "all" (frees too). stacks:
-    "python" or "all" (Python and C++ frames)."""
+    "python" or "all" (Python and C++ frames). clear_history: drop the entries
+    recorded so far. skip_actions: actions not to record ("free_requested"...).
+    compile_context and global_record_annotations (torch.compile and
+    record_function annotations in the snapshot) are not recorded on emu."""
     if isinstance(enabled, bool):  # the legacy form: _record_memory_history(True, ...)
         enabled = "all" if enabled else None
     if max_entries < 0:
         raise ValueError(f"max_entries must be non-negative, got {max_entries}")
+    if compile_context or global_record_annotations:
+        raise NotImplementedError(
+            "_record_memory_history on emu records no compile context or record_function annotations"
+        )
     _initialized_device_index(device)
-    _C._record_memory_history(enabled, context, stacks, min(max_entries, sys.maxsize))
+    _C._record_memory_history(enabled, context, stacks, min(max_entries, sys.maxsize), clear_history,
+                              list(skip_actions or []))
 
 
 def _snapshot(device: Any = None, augment_with_fx_traces: bool = False) -> dict[str, Any]:
