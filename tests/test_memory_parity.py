@@ -132,6 +132,10 @@ def test_caching_allocator_alloc_and_delete(baseline_memory):
         torch.emu.caching_allocator_delete(ptr)  # twice
     with pytest.raises(RuntimeError, match="invalid device pointer"):
         torch.emu.caching_allocator_delete(12345)
+    with pytest.raises(ValueError, match="non-negative int"):
+        torch.emu.caching_allocator_alloc(-1)
+    with pytest.raises(RuntimeError, match="invalid emu stream id"):
+        torch.emu.caching_allocator_alloc(16, stream=12345)
     with pytest.raises(TypeError, match="stream argument"):
         torch.emu.caching_allocator_alloc(16, stream="main")
     if torch.emu.device_count() > 1:

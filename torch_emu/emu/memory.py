@@ -287,6 +287,8 @@ def caching_allocator_alloc(size: int, device: Any = None, stream: Any = None) -
     returns the address. Free it with :func:`caching_allocator_delete`."""
     from .streams import current_stream
 
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise ValueError(f"caching_allocator_alloc: size must be a non-negative int, got {size!r}")
     index = _initialized_device_index(device)
     if stream is None:
         stream = current_stream(index)
