@@ -334,7 +334,9 @@ void release_private_pool(DeviceCache& dc, c10::MempoolId_t id) {
   }
   PrivatePool* pool = it->second.get();
   release_pool_segments(dc, pool);
-  if (pool->use_count == 0 && pool->segment_count == 0) {
+  const bool routed = std::any_of(dc.routes.begin(), dc.routes.end(),
+                                  [&](const PoolRoute& route) { return route.id == id; });
+  if (pool->use_count == 0 && pool->segment_count == 0 && !routed) {
     dc.private_pools.erase(it);
   }
 }
