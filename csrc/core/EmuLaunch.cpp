@@ -13,6 +13,7 @@ namespace {
 
 thread_local c10::DeviceIndex tls_kernel_device = -1;
 thread_local c10::StreamId tls_kernel_stream = -1;
+thread_local std::thread::id tls_launcher; // valid while tls_kernel_device >= 0
 c10::DeleterFnPtr cpu_raw_deleter = nullptr;
 
 // Kernels also use raw_allocate/raw_deallocate for scratch space; a raw
@@ -68,6 +69,7 @@ struct Launch {
   c10::function_ref<void()> kernel;
   c10::Stream stream;
   std::exception_ptr error;
+  std::thread::id launcher;
 };
 
 // LITERALINCLUDE START: RUN_KERNEL
@@ -77,6 +79,7 @@ int run_kernel(void* user_data) {
   const c10::DeviceIndex device = launch->stream.device_index();
   const c10::DeviceIndex outer_kernel = tls_kernel_device;
   const c10::StreamId outer_kernel_stream = tls_kernel_stream;
+  const std::thread::id outer_launcher = tls_launcher;
   int outer_device = 0;
   (void)emuGetDevice(&outer_device);
   const bool switch_device = outer_device != device; // usually the same
@@ -87,6 +90,7 @@ int run_kernel(void* user_data) {
     const c10::Stream outer_stream = exchange_stream(launch->stream);
     tls_kernel_device = device;
     tls_kernel_stream = launch->stream.id();
+    tls_launcher = launch->launcher;
     try {
       launch->kernel();
     } catch (...) {
@@ -98,6 +102,7 @@ int run_kernel(void* user_data) {
   }
   tls_kernel_device = outer_kernel;
   tls_kernel_stream = outer_kernel_stream;
+  tls_launcher = outer_launcher;
   if (switch_device) {
     (void)emuSetDevice(outer_device);
   }
@@ -117,7 +122,7 @@ void launch_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel) 
     kernel();
     return;
   }
-  Launch launch{kernel, stream, nullptr};
+  Launch launch{kernel, stream, nullptr, launching_thread()};
   emuStream_t native = native_stream(stream);
   const emuError_t launched = emuLaunchKernel(native, &run_kernel, &launch);
   // Waiting also makes the kernel's results (and errors) visible here. A
@@ -133,6 +138,10 @@ void launch_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel) 
 
 c10::DeviceIndex kernel_device() {
   return tls_kernel_device;
+}
+
+std::thread::id launching_thread() {
+  return tls_kernel_device >= 0 ? tls_launcher : std::this_thread::get_id();
 }
 
 } // namespace torch_emu

@@ -5,6 +5,8 @@
 #include <c10/core/Stream.h>
 #include <c10/util/FunctionRef.h>
 
+#include <thread>
+
 namespace torch_emu {
 
 // Runs `kernel` as device work in the order of `stream` and waits for it to
@@ -17,5 +19,10 @@ void launch_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel);
 
 // The device whose work the calling thread is running, or -1 outside kernels.
 c10::DeviceIndex kernel_device();
+
+// The thread that launched the kernel the calling thread runs (the outermost
+// launcher for nested launches), or the calling thread outside kernels: whose
+// behalf allocations are made on (torch.emu.use_mem_pool routes by it).
+std::thread::id launching_thread();
 
 } // namespace torch_emu
