@@ -42,8 +42,8 @@ def build_rows(events: list) -> list:
               for e in events if e.get("ph") == "M" and e["name"] == "thread_name"}
     tracks = {}
     for e in events:
-        if e.get("ph") != "X" or "dur" not in e:
-            continue
+        if e.get("ph") != "X" or "dur" not in e or e.get("cat") == "Trace":
+            continue  # "Trace": Kineto's span markers, not a thread's work
         device = e.get("cat") in DEVICE_CATEGORIES
         tracks.setdefault((not device, e["pid"], e["tid"]), []).append(e)
     rows = []
@@ -79,7 +79,9 @@ def render(events: list, title: str) -> str:
     def x(ts):
         return LABEL_W + (ts - t0) * scale
 
-    out, y, row_y = [], TOP, {}
+    # bar_y: (track, start) -> y of the deepest bar starting there (a flow
+    # starts at the innermost call: the launch).
+    out, y, bar_y = [], TOP, {}
     for track, label, bars, depth in rows:
         height = depth * BAR_H
         out.append(f'<rect x="0" y="{y - 2}" width="{WIDTH}" height="{height + 4}" fill="#f4f4f4"/>')
@@ -87,12 +89,12 @@ def render(events: list, title: str) -> str:
         for ts, dur, name, level in bars:
             w = max(dur * scale, 0.5)
             by = y + level * BAR_H
+            bar_y[track, ts] = max(by, bar_y.get((track, ts), by))
             out.append(f'<rect x="{x(ts):.2f}" y="{by}" width="{w:.2f}" height="{BAR_H - 2}" '
                        f'fill="{color(name)}"><title>{escape(name)} ({dur:.1f} µs)</title></rect>')
             if w > 7 * len(name):
                 out.append(f'<text x="{x(ts) + 2:.2f}" y="{by + BAR_H - 4}" font-size="9" fill="white">'
                            f'{escape(name)}</text>')
-        row_y[track] = y
         y += height + GAP
     # Flow arrows: launch call (start, "s") to device work (finish, "f").
     flows = {}
@@ -100,8 +102,8 @@ def render(events: list, title: str) -> str:
         if e.get("ph") in ("s", "f") and e.get("cat") == "ac2g":
             flows.setdefault(e["id"], {})[e["ph"]] = e
     for ends in flows.values():
-        ys = row_y.get((ends["s"]["pid"], ends["s"]["tid"])) if "s" in ends else None
-        yf = row_y.get((ends["f"]["pid"], ends["f"]["tid"])) if "f" in ends else None
+        ys, yf = (bar_y.get(((ends[k]["pid"], ends[k]["tid"]), ends[k]["ts"])) if k in ends else None
+                  for k in ("s", "f"))
         if ys is not None and yf is not None:
             out.append(f'<line x1="{x(ends["s"]["ts"]):.2f}" y1="{ys + BAR_H / 2}" x2="{x(ends["f"]["ts"]):.2f}" '
                        f'y2="{yf + BAR_H / 2}" stroke="#888" stroke-width="0.6"/>')

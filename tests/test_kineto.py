@@ -217,24 +217,25 @@ def test_benchmark_timer_synchronises_emu(baseline_memory):
 
 
 def test_event_timing_agrees_with_profiler(baseline_memory):
+    # The same kernel timed by a pair of timed events around it and by the
+    # device trace: both are device-side times of one matmul (milliseconds).
     x = torch.randn(512, 512, device="emu")
     x @ x
     event_ms, profiler_ms = [], []
     for _ in range(5):
         start, end = torch.emu.Event(enable_timing=True), torch.emu.Event(enable_timing=True)
-        start.record()
-        x @ x
-        end.record()
+        with profile(activities=ACTIVITIES) as prof:
+            start.record()
+            x @ x
+            end.record()
         end.synchronize()
         event_ms.append(start.elapsed_time(end))
-        with profile(activities=ACTIVITIES) as prof:
-            x @ x
         kernels = [e for e in prof.events()
                    if e.device_type == torch.autograd.DeviceType.PrivateUse1 and e.name == "aten::mm"]
         assert len(kernels) == 1
         profiler_ms.append(kernels[0].device_time_total / 1000)
     event, traced = statistics.median(event_ms), statistics.median(profiler_ms)
-    assert abs(event - traced) <= 0.1 * max(event, traced), (event_ms, profiler_ms)
+    assert traced <= event and event - traced <= 0.1 * event, (event_ms, profiler_ms)
     del x
 
 

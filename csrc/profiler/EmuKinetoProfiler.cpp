@@ -111,6 +111,8 @@ class EmuActivitySession final : public libkineto::IActivityProfilerSession {
                     int64_t start_time, int64_t end_time) override {
     buffer_ = std::make_unique<libkineto::CpuTraceBuffer>();
     buffer_->span = libkineto::TraceSpan(start_time, end_time, "emu");
+    buffer_->span.iteration = 0;
+    buffer_->span.opCount = static_cast<int>(records_.size());
     const libkineto::TraceSpan& span = buffer_->span;
     std::set<std::pair<int, uint64_t>> streams;
     for (const emuActivityRecord& r : records_) {
