@@ -83,11 +83,14 @@ class EmuActivitySession final : public libkineto::IActivityProfilerSession {
   void stop() override {
     at::removeCallback(names_);
     EMU_CHECK(emuTraceDisable());
-    // Work submitted while recording is recorded when it completes.
+    // Work submitted while recording is recorded when it completes: wait for
+    // it. Best effort (Kineto's stop must not throw): a runtime that cannot
+    // synchronise (a forked child) has recorded what it completed.
     int count = 0;
-    EMU_CHECK(emuGetDeviceCount(&count));
-    for (int device = 0; device < count; ++device) {
-      EMU_CHECK(emuDeviceSynchronize(device));
+    if (emuGetDeviceCount(&count) == emuSuccess) {
+      for (int device = 0; device < count; ++device) {
+        (void)emuDeviceSynchronize(device);
+      }
     }
     EMU_CHECK(emuTraceFlush(&EmuActivitySession::keep, this));
     status_ = libkineto::TraceStatus::PROCESSING;
