@@ -99,6 +99,18 @@ def test_copies_have_kind_and_bytes(tmp_path, dtype, baseline_memory):
     del dev
 
 
+def test_autograd_profiler_use_kineto(baseline_memory):
+    # torch.autograd.profiler.profile(use_device="emu", use_kineto=True)
+    # takes the plugin too (without use_kineto: the legacy stubs).
+    x = torch.randn(32, 32, device="emu")
+    with torch.autograd.profiler.profile(use_device="emu", use_kineto=True) as prof:
+        x @ x
+    assert prof.profiler_kind == torch.autograd.ProfilerState.KINETO_PRIVATEUSE1
+    mm = [e for e in prof.key_averages() if e.key == "aten::mm" and e.cpu_time_total > 0]
+    assert mm[0].device_time_total > 0
+    del x
+
+
 def test_record_function_and_backward(baseline_memory):
     w = torch.randn(32, 32, device="emu", requires_grad=True)
     with profile(activities=ACTIVITIES) as prof:
