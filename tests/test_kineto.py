@@ -179,6 +179,21 @@ def test_compiled_kernels_are_device_activities(baseline_memory):
     del x, y
 
 
+def test_launch_binding_names_its_kernel(baseline_memory):
+    from torch_emu._C import _launch
+
+    x = torch.ones(4, device="emu")
+    with profile(activities=ACTIVITIES) as prof:
+        assert _launch(-1, lambda t: t.add_(1), x, name="my_generated_kernel") is x
+        _launch(0, lambda: None)
+    names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.PrivateUse1]
+    assert names == ["my_generated_kernel", "inductor_kernel"]
+    assert torch.equal(x.cpu(), torch.full((4,), 2.0))
+    with pytest.raises(TypeError, match="only the keyword argument 'name'"):
+        _launch(-1, lambda: None, nmae="typo")
+    del x
+
+
 def test_no_records_outside_sessions(tmp_path, baseline_memory):
     x = torch.randn(16, 16, device="emu")
     with profile(activities=ACTIVITIES):

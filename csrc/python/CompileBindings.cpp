@@ -12,7 +12,8 @@ namespace torch_emu {
 // _launch(device, fn, *args, name=None) calls fn(*args) as ONE kernel on the
 // current stream of emu device `device` (-1: the current device) and returns
 // its result. `name` (the generated kernel's, e.g. "cpp_fused_relu_0") names
-// the kernel in the profiler's device trace; it is only read while one records. A generated C++ kernel reads and writes device memory through raw
+// the kernel in the profiler's device trace; it is only read while one
+// records. A generated C++ kernel reads and writes device memory through raw
 // pointers, which is only allowed inside a launch (strict mode faults
 // otherwise) and only in stream order.
 //
@@ -26,6 +27,9 @@ void init_compile_bindings(pybind11::module& m) {
                       const py::kwargs& kwargs) {
     if (device >= 0) {
       check_device_index(device);
+    }
+    if (kwargs.size() > (kwargs.contains("name") ? 1u : 0u)) {
+      throw py::type_error("_launch() accepts only the keyword argument 'name'");
     }
     const std::string name =
         emuTraceEnabled() && kwargs.contains("name") ? kwargs["name"].cast<std::string>() : "inductor_kernel";
