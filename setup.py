@@ -6,6 +6,7 @@ import glob
 import os
 import platform
 
+import torch
 from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 
@@ -44,7 +45,8 @@ setup(
         CppExtension(
             name="torch_emu._C",
             sources=sources,
-            include_dirs=[os.path.join(ROOT, "csrc")],
+            # kineto/: the headers of Kineto's plugin interface (csrc/profiler).
+            include_dirs=[os.path.join(ROOT, "csrc"), os.path.join(os.path.dirname(torch.__file__), "include", "kineto")],
             extra_compile_args=["-O2", "-g0", "-Wno-unused-parameter", "-Wno-interference-size"]
             + STUB_CAPABILITIES,
             extra_link_args=["-Wl,--no-as-needed"],

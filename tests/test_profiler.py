@@ -29,8 +29,10 @@ def test_ops_get_cpu_and_device_times(baseline_memory):
     assert mm.count == 1 and mm.device_time_total > 0 and mm.cpu_time_total > 0
     # Kernels run inside their launch, so the device time of an op is bounded
     # by the wall time around it: never more than the op's CPU time plus the
-    # event resolution (1 us).
-    assert mm.device_time_total <= mm.cpu_time_total + 2
+    # event resolution (1 us), and the rate difference of the two clocks (CPU
+    # times come from the TSC, event times from steady_clock: a few parts in
+    # 10^4, which matters when a loaded machine makes the matmul take 50 ms).
+    assert mm.device_time_total <= mm.cpu_time_total * 1.001 + 2
     table = prof.key_averages().table(row_limit=5)
     assert "EMU total" in table and "aten::mm" in table
     del x

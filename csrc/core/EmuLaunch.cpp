@@ -7,6 +7,7 @@
 #include "core/EmuDeviceAllocator.h"
 #include "core/EmuException.h"
 #include "core/EmuStream.h"
+#include "runtime/emu_runtime_trace.h"
 
 namespace torch_emu {
 namespace {
@@ -135,6 +136,18 @@ void launch_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel) 
   EMU_CHECK(synced);
 }
 // LITERALINCLUDE END: LAUNCH_KERNEL
+
+KernelName::KernelName(const char* name) : pushed_(emuTraceEnabled() != 0) {
+  if (pushed_) {
+    EMU_CHECK(emuTracePushName(name));
+  }
+}
+
+KernelName::~KernelName() {
+  if (pushed_) {
+    (void)emuTracePopName();
+  }
+}
 
 c10::DeviceIndex kernel_device() {
   return tls_kernel_device;

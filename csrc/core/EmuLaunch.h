@@ -17,6 +17,20 @@ namespace torch_emu {
 // thrown by `kernel` is rethrown here.
 void launch_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel);
 
+// Names the kernels the calling thread launches while it lives (innermost
+// wins) in the profiler's device trace; by default a kernel is named after the
+// operator that launched it. Costs one relaxed load when no trace records.
+class KernelName {
+ public:
+  explicit KernelName(const char* name);
+  ~KernelName();
+  KernelName(const KernelName&) = delete;
+  KernelName& operator=(const KernelName&) = delete;
+
+ private:
+  bool pushed_;
+};
+
 // The device whose work the calling thread is running, or -1 outside kernels.
 c10::DeviceIndex kernel_device();
 

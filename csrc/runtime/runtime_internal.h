@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "runtime/emu_runtime.h"
+#include "runtime/emu_runtime_trace.h"
 
 namespace emu {
 
@@ -143,5 +144,58 @@ emuError_t arena_unmap_foreign(void* ptr);
 // Waits for every stream created on `device`, except for the work the calling
 // thread is itself executing (so kernels may synchronise without deadlock).
 emuError_t synchronize_device(const char* call, int device);
+
+// ---- activity_trace.cpp: activity records (emu_runtime_trace.h) ----------
+
+// A record in the making: it is complete once both the submitting call has
+// returned and the work has run, in either order.
+struct TraceRecord;
+extern std::atomic<bool> g_trace_enabled;
+
+// On the submitting thread, when tracing is enabled: starts a record.
+TraceRecord* trace_submit(emuActivityKind kind, int device, uint64_t stream,
+                          emuMemcpyKind copy_kind, size_t bytes);
+// The submitting call returns; `queued` false: the work will never run.
+void trace_submitted(TraceRecord* record, bool queued);
+void trace_work_begin(TraceRecord* record);
+void trace_work_end(TraceRecord* record);
+
+// Brackets a submitting API call: a record only while tracing is enabled (the
+// one relaxed load a submission costs when it is not).
+class TracedCall {
+ public:
+  TracedCall(emuActivityKind kind, int device, uint64_t stream, emuMemcpyKind copy_kind = emuMemcpyHostToHost,
+             size_t bytes = 0)
+      : record_(g_trace_enabled.load(std::memory_order_relaxed)
+                    ? trace_submit(kind, device, stream, copy_kind, bytes)
+                    : nullptr) {}
+  ~TracedCall() {
+    if (record_ != nullptr) trace_submitted(record_, queued_);
+  }
+  TraceRecord* record() const { return record_; }
+  void not_queued() { queued_ = false; }
+  TracedCall(const TracedCall&) = delete;
+  TracedCall& operator=(const TracedCall&) = delete;
+
+ private:
+  TraceRecord* record_;
+  bool queued_ = true;
+};
+
+// Brackets the execution of traced work (no-op for untraced work).
+class TracedWork {
+ public:
+  explicit TracedWork(TraceRecord* record) : record_(record) {
+    if (record_ != nullptr) trace_work_begin(record_);
+  }
+  ~TracedWork() {
+    if (record_ != nullptr) trace_work_end(record_);
+  }
+  TracedWork(const TracedWork&) = delete;
+  TracedWork& operator=(const TracedWork&) = delete;
+
+ private:
+  TraceRecord* record_;
+};
 
 } // namespace emu

@@ -53,6 +53,7 @@ struct Work {
   void* user_data = nullptr;
   emuEvent* event = nullptr;  // kEventRecord / kEventWait (a reference is held while queued)
   uint64_t version = 0;
+  emu::TraceRecord* trace = nullptr;  // kMemcpy / kKernel submitted while tracing
 };
 
 } // namespace
@@ -240,6 +241,7 @@ int run_work(emuStream* s, const Work& w) {
     Frame* prev;
     ~PopFrame() { t_frames = prev; }
   } pop{frame.prev};
+  emu::TracedWork traced(w.trace);
 
   switch (w.kind) {
     case WorkKind::kMemcpy:
@@ -563,6 +565,14 @@ emuError_t emuStreamGetDevice(emuStream_t stream, int* device) {
                    static_cast<const void*>(stream));
 }
 
+emuError_t emuStreamGetId(emuStream_t stream, uint64_t* id) {
+  EMU_API_ENTER();
+  if (emuError_t err = check_stream("emuStreamGetId", stream)) return err;
+  if (id == nullptr) return set_error(emuErrorInvalidValue, "emuStreamGetId: id is null");
+  *id = stream->id;
+  return emuSuccess;
+}
+
 emuError_t emuStreamGetPriority(emuStream_t stream, int* priority) {
   EMU_API_ENTER();
   if (emuError_t err = check_stream("emuStreamGetPriority", stream)) return err;
@@ -613,6 +623,9 @@ emuError_t emuMemcpy(void* dst, const void* src, size_t n, emuMemcpyKind kind) {
   for (int device : plan.devices) {
     if (device >= 0) emu::synchronize_device("emuMemcpy", device);
   }
+  emu::TracedCall traced(emuActivityKindMemcpy, plan.devices[0] >= 0 ? plan.devices[0] : plan.devices[1],
+                         /*stream=*/0, kind, n);
+  emu::TracedWork traced_work(traced.record());
   Work w{};
   w.kind = WorkKind::kMemcpy;
   w.device_access = plan.device_access;
@@ -639,8 +652,11 @@ emuError_t emuMemcpyAsync(void* dst, const void* src, size_t n, emuMemcpyKind ki
   w.dst = dst;
   w.src = src;
   w.bytes = n;
+  emu::TracedCall traced(emuActivityKindMemcpy, stream->device, stream->id, kind, n);
+  w.trace = traced.record();
   Submitted submitted;
   if (emuError_t err = submit("emuMemcpyAsync", stream, w, /*allow_inline=*/true, &submitted)) {
+    traced.not_queued();
     return err;
   }
   // Pageable memory may be reused by the caller as soon as we return.
@@ -669,8 +685,11 @@ emuError_t emuLaunchKernel(emuStream_t stream, emuKernelFn_t fn, void* user_data
   w.kind = WorkKind::kKernel;
   w.kernel_fn = fn;
   w.user_data = user_data;
+  emu::TracedCall traced(emuActivityKindKernel, stream->device, stream->id);
+  w.trace = traced.record();
   Submitted submitted;
   if (emuError_t err = submit("emuLaunchKernel", stream, w, /*allow_inline=*/true, &submitted)) {
+    traced.not_queued();
     return err;
   }
   if (submitted.rc != 0) {

@@ -23,6 +23,7 @@
 
 #include "runtime/emu_runtime.h"
 #include "runtime/emu_runtime_ipc.h"
+#include "runtime/emu_runtime_trace.h"
 
 namespace {
 
@@ -1145,6 +1146,76 @@ int exit_with_live_streams() {
 
 } // namespace
 
+// Activity tracing (emu_runtime_trace.h): one record per kernel and copy
+// submitted while enabled, with the submitter's correlation id and name, for
+// inline and worker-run work alike; nothing while disabled.
+void collect_record(const emuActivityRecord* r, void* out) {
+  auto* records = static_cast<std::vector<std::pair<emuActivityRecord, std::string>>*>(out);
+  records->push_back({*r, r->name != nullptr ? r->name : ""});
+}
+
+void test_activity_trace() {
+  g_section = "activity trace";
+  using Records = std::vector<std::pair<emuActivityRecord, std::string>>;
+  emuStream_t s = nullptr;
+  CHECK_OK(emuStreamCreateWithPriority(&s, 0));
+  uint64_t stream_id = 0;
+  CHECK_OK(emuStreamGetId(s, &stream_id));
+  CHECK(stream_id > 0);
+  int* dev = nullptr;
+  CHECK_OK(emuMalloc(reinterpret_cast<void**>(&dev), 64));
+  int host[16] = {};
+  WriteValue w{dev, 5};
+
+  Records records;
+  CHECK_OK(emuLaunchKernel(s, kernel_write_value, &w));  // disabled: not recorded
+  CHECK(emuTraceEnabled() == 0);
+  CHECK_OK(emuTraceEnable());
+  CHECK(emuTraceEnabled() == 1);
+  const int64_t t0 = emuTraceTimestamp();
+  CHECK_OK(emuTracePushExternalCorrelation(41));
+  CHECK_OK(emuTracePushName("outer"));
+  CHECK_OK(emuTracePushName("my_kernel"));
+  CHECK_OK(emuLaunchKernel(s, kernel_write_value, &w));  // inline
+  CHECK_OK(emuTracePopName());
+  {
+    Busy busy(s, 20);
+    CHECK_OK(emuMemcpyAsync(host, dev, sizeof(host), emuMemcpyDeviceToHost, s));  // pageable: waits
+    CHECK_OK(emuLaunchKernel(s, kernel_write_value, &w));                         // on the worker
+  }
+  CHECK_OK(emuStreamSynchronize(s));
+  CHECK_OK(emuTracePopName());
+  CHECK_OK(emuTracePopExternalCorrelation());
+  CHECK_OK(emuTracePopExternalCorrelation());  // empty: a no-op
+  CHECK_OK(emuTracePopName());
+  CHECK_ERR(emuTracePushName(nullptr), emuErrorInvalidValue);
+  CHECK_OK(emuTraceDisable());
+  CHECK_OK(emuLaunchKernel(s, kernel_write_value, &w));  // disabled again
+  const int64_t t1 = emuTraceTimestamp();
+  CHECK_OK(emuTraceFlush(collect_record, &records));
+
+  CHECK(records.size() == 3);
+  const char* names[] = {"my_kernel", "", "outer"};
+  const emuActivityKind kinds[] = {emuActivityKindKernel, emuActivityKindMemcpy, emuActivityKindKernel};
+  for (size_t i = 0; i < records.size(); ++i) {
+    const emuActivityRecord& r = records[i].first;
+    CHECK(r.kind == kinds[i] && records[i].second == names[i]);
+    CHECK(r.device == 0 && r.stream == stream_id && r.external_correlation == 41);
+    CHECK(r.api_thread == static_cast<int32_t>(gettid()));
+    CHECK(t0 <= r.api_start_ns && r.api_start_ns <= r.api_end_ns && r.api_end_ns <= t1);
+    CHECK(t0 <= r.start_ns && r.start_ns <= r.end_ns && r.end_ns <= t1);
+    CHECK(i == 0 || r.correlation > records[i - 1].first.correlation);
+  }
+  CHECK(records[1].first.copy_kind == emuMemcpyDeviceToHost && records[1].first.bytes == sizeof(host));
+  CHECK(records[1].first.api_start_ns < records[1].first.start_ns);  // queued behind the busy stream
+  records.clear();
+  CHECK_OK(emuTraceFlush(collect_record, &records));  // flushed records are forgotten
+  CHECK(records.empty());
+  CHECK_ERR(emuTraceFlush(nullptr, nullptr), emuErrorInvalidValue);
+  CHECK_OK(emuFree(dev));
+  CHECK_OK(emuStreamDestroy(s));
+}
+
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "info") == 0) return print_info();
   if (argc > 1 && std::strcmp(argv[1], "exit") == 0) return exit_with_live_streams();
@@ -1171,6 +1242,7 @@ int main(int argc, char** argv) {
   test_no_thread_leak();
   test_invalid_handles();
   test_ipc();
+  test_activity_trace();
   test_fork();
 
   std::printf("all runtime checks passed\n");

@@ -41,7 +41,8 @@ class _LaunchKernelCalls:
                 kernel_name, call_args, device=device, triton=triton, **kwargs
             )
         index = -1 if device.index is None else device.index
-        self.writeline(f"_launch({', '.join([str(index), kernel_name, *call_args])})")
+        # name=: the kernel's name in the profiler's device trace.
+        self.writeline(f"_launch({', '.join([str(index), kernel_name, *call_args])}, name={kernel_name!r})")
 
     def make_allocation(self, name, device, dtype, shape, stride, allocation_shape=None, is_pinned=False):
         # PythonWrapperCodegen allocates on device='emu', the current device;
