@@ -45,37 +45,12 @@ COMPARED_SUBMODULES = ["comm"]
 # TEMPORARY: the names the memory, graphs and IPC branches implement. The lead
 # deletes this set when merging those branches.
 PENDING_OTHER_BRANCHES = {
-    # memory
-    "MemPool",
-    "use_mem_pool",
-    "EmuPluggableAllocator",
-    "change_current_allocator",
-    "caching_allocator_alloc",
-    "caching_allocator_delete",
-    "caching_allocator_enable",
-    "caching_allocator_disabled",
-    "get_allocator_backend",
-    "set_per_process_memory_fraction",
-    "get_per_process_memory_fraction",
-    "host_memory_stats",
-    "host_memory_stats_as_nested_dict",
-    "reset_accumulated_host_memory_stats",
-    "reset_peak_host_memory_stats",
-    "memory_stats_as_nested_dict",
-    "memory_snapshot",
-    "memory_cached",
-    "max_memory_cached",
-    "reset_max_memory_allocated",
-    "reset_max_memory_cached",
-    "device_memory_used",
     # graphs
     "EmuGraph",
     "graph",
     "graph_pool_handle",
     "make_graphed_callables",
     "is_current_stream_capturing",
-    # IPC
-    "ipc_collect",
 }
 
 
