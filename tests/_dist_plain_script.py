@@ -85,7 +85,7 @@ def check_parallel(mode: str) -> None:
     world = int(os.environ["WORLD_SIZE"])
     mesh = init_device_mesh("emu", (world,))  # initialises the default group itself
     rank = dist.get_rank()
-    assert dist.get_backend() == "undefined" and isinstance(dist.group.WORLD, dist.ProcessGroup)
+    assert dist.is_initialized() and dist.get_world_size() == world
     assert torch.emu.current_device() == rank  # DeviceMesh sets it from LOCAL_RANK
     torch.manual_seed(0)
     reference = MLP()

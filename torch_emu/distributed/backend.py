@@ -443,7 +443,7 @@ class EmuGlooProcessGroup(dist.ProcessGroup):
     def recv_anysource(self, tensors, tag=0):
         s = _Staging(self, "recv")
         work = self._gloo.recv_anysource(s.hosts(tensors, output=True), tag)
-        return _RecvAnyWork(work, list(tensors), s.finish())
+        return _RecvAnyWork([work], list(tensors), s.finish())
 
     # -- lifetime -------------------------------------------------------------
 
