@@ -7,6 +7,7 @@ torch.distributed; each test runs it as 2 ranks on 127.0.0.1 with a bounded
 timeout.
 """
 
+import subprocess
 import sys
 
 import pytest
@@ -71,8 +72,6 @@ def test_device_mesh_training_matches_cpu(mode):
 
 
 def test_torchrun_plain_script():
-    import subprocess
-
     port = free_port()
     env = rank_env(0, 1, port)
     for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
