@@ -4,7 +4,8 @@
 
 Each rank trains the same small MLP on its shard of every batch on
 ``emu:<local rank>``; DistributedDataParallel averages the gradients with the
-``emu_gloo`` backend, so the replicas stay identical. Across machines, run the
+``emu_gloo`` backend (the default backend of emu devices, registered by
+``import torch``), so the replicas stay identical. Across machines, run the
 same command on every node with ``--nnodes N --node-rank I
 --rdzv-backend c10d --rdzv-endpoint HOST:PORT`` (see docs/guide/distributed.md).
 """
@@ -16,8 +17,6 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-import torch_emu.distributed  # noqa: F401  (registers the emu_gloo backend)
-
 
 # LITERALINCLUDE START: DDP_EXAMPLE
 def main() -> None:
@@ -26,11 +25,13 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=32, help="per-rank batch size")
     args = parser.parse_args()
 
-    dist.init_process_group(backend="emu_gloo")  # env:// (RANK, WORLD_SIZE, MASTER_ADDR/PORT from torchrun)
-    rank, world = dist.get_rank(), dist.get_world_size()
-    local_rank = int(os.environ.get("LOCAL_RANK", rank))
+    local_rank = int(os.environ["LOCAL_RANK"])  # set by torchrun
     device = torch.device("emu", local_rank % torch.emu.device_count())
     torch.emu.set_device(device)
+    # env:// rendezvous (RANK, WORLD_SIZE, MASTER_ADDR/PORT from torchrun); the
+    # backend of emu devices, emu_gloo, is registered by `import torch` (autoload)
+    dist.init_process_group(device_id=device)
+    rank, world = dist.get_rank(), dist.get_world_size()
 
     torch.manual_seed(0)  # same initial weights everywhere (DDP broadcasts rank 0's anyway)
     model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10)).to(device)

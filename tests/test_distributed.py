@@ -4,17 +4,16 @@ Every test starts fresh processes (one per rank) on 127.0.0.1 with a free port
 picked at run time, and kills them if they outlive a bounded timeout.
 """
 
-import os
-import pathlib
-import socket
 import subprocess
 import sys
 import time
 
 import pytest
 import torch
+from _dist_launch import ROOT, assert_ok, free_port
+from _dist_launch import launch as _launch
+from _dist_launch import rank_env as _env
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 WORKERS = ROOT / "tests" / "_dist_workers.py"
 
 pytestmark = pytest.mark.skipif(
@@ -23,54 +22,9 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _env(rank, world, port, extra=None):
-    env = dict(os.environ)
-    env.update(
-        RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
-        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GLOO_SOCKET_IFNAME=env.get("GLOO_SOCKET_IFNAME", "lo"),
-        OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
-    )
-    env.update(extra or {})
-    return env
-
-
-def launch(scenario, world=2, timeout=45, ranks=None, extra_env=None):
-    """Runs ``scenario`` of tests/_dist_workers.py on ``ranks`` (default: all)
-    of a ``world``-rank job; returns [(returncode, stdout, stderr)] per rank."""
-    port = free_port()
-    procs = [
-        subprocess.Popen([sys.executable, str(WORKERS), scenario], env=_env(r, world, port, extra_env),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for r in (range(world) if ranks is None else ranks)
-    ]
-    deadline = time.monotonic() + timeout
-    results = []
-    try:
-        for p in procs:
-            out, err = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
-            results.append((p.returncode, out, err))
-    except subprocess.TimeoutExpired:
-        for p in procs:
-            p.kill()
-        outs = [p.communicate() for p in procs]
-        pytest.fail(f"{scenario} timed out after {timeout}s:\n" + "\n".join(o[1][-3000:] for o in outs))
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    return results
-
-
-def assert_ok(results):
-    for rank, (rc, out, err) in enumerate(results):
-        assert rc == 0, f"rank {rank} exited {rc}:\n{out}\n{err[-4000:]}"
+def launch(scenario, **kwargs):
+    """Runs ``scenario`` of tests/_dist_workers.py, one process per rank."""
+    return _launch(WORKERS, [scenario], **kwargs)
 
 
 def test_backend_registered():

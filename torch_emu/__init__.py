@@ -59,3 +59,9 @@ from . import ops  # noqa: E402,F401
 from .compile import install as _install_compile  # noqa: E402
 
 _install_compile(_device_module)  # torch.compile / torch.export on emu, loaded on first use
+
+# LITERALINCLUDE START: DIST_AUTOLOAD
+from .distributed import register as _register_distributed  # noqa: E402
+
+_register_distributed()  # emu_gloo: the default c10d backend of emu; its code loads on first use
+# LITERALINCLUDE END: DIST_AUTOLOAD

@@ -35,10 +35,9 @@ from torch.distributed import ProcessGroupGloo, ReduceOp
 from torch.futures import Future
 
 from .. import _C
+from . import BACKEND_NAME
 
-__all__ = ["BACKEND_NAME", "EmuGlooProcessGroup", "create_emu_gloo_process_group"]
-
-BACKEND_NAME = "emu_gloo"
+__all__ = ["EmuGlooProcessGroup", "create_emu_gloo_process_group"]
 _RUNLOOP_DRAIN_SECONDS = 0.1
 _EMU = "emu"
 
@@ -194,8 +193,20 @@ class EmuGlooProcessGroup(dist.ProcessGroup):
         # Same store (already prefixed by c10d per group and device), rank,
         # size and timeout: Gloo does the rendezvous and the transport.
         self._gloo = ProcessGroupGloo(store, rank, size, timeout)
+        self._store, self._timeout = store, timeout
         self._strict = bool(_C._strict_mode())
         self._cpu: Optional[bool] = None
+        # LITERALINCLUDE START: DIST_DEVICE_BACKEND
+        # c10d uses this object as the process group itself, so the per-device
+        # backend table of the C++ ProcessGroup starts empty, and
+        # init_process_group(device_id=emu:i) fails at its eager-init step,
+        # pg._get_backend(device_id) ("No backend type associated with device
+        # type emu"). The transport of emu tensors is the Gloo backend: it
+        # becomes the backend of the emu device type. Collectives still come
+        # here first (the Python overrides); the C++ side only asks the
+        # backend for its options, sequence numbers and capabilities.
+        self._register_backend(torch.device(_EMU), dist.ProcessGroup.BackendType.CUSTOM, self._gloo)
+        # LITERALINCLUDE END: DIST_DEVICE_BACKEND
     # LITERALINCLUDE END: DIST_PG_INIT
 
     # -- identity -----------------------------------------------------------
@@ -432,7 +443,7 @@ class EmuGlooProcessGroup(dist.ProcessGroup):
     def recv_anysource(self, tensors, tag=0):
         s = _Staging(self, "recv")
         work = self._gloo.recv_anysource(s.hosts(tensors, output=True), tag)
-        return _RecvAnyWork(work, list(tensors), s.finish())
+        return _RecvAnyWork([work], list(tensors), s.finish())
 
     # -- lifetime -------------------------------------------------------------
 
