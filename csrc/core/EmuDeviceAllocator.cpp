@@ -617,14 +617,7 @@ void EmuDeviceAllocator::free(void* ptr) {
   if (C10_UNLIKELY(recording_.load(std::memory_order_relaxed))) {
     context = gather_context(/*on_free=*/true);
   }
-  Block* block = nullptr;
-  {
-    std::lock_guard<std::mutex> guard(blocks_mutex_);
-    auto it = allocated_blocks_.find(ptr);
-    TORCH_CHECK(it != allocated_blocks_.end(), "emu allocator: invalid device pointer ", ptr);
-    block = it->second;
-    allocated_blocks_.erase(it);
-  }
+  Block* block = take_allocated_block(ptr);
   DeviceCache& dc = cache(block->stream.device_index());
   std::lock_guard<std::mutex> guard(dc.mutex);
   block->allocated = false;
@@ -831,15 +824,18 @@ c10::DataPtr EmuDeviceAllocator::allocate_pluggable(size_t nbytes, c10::DeviceIn
   return {ptr, ptr, &deleter, c10::Device(c10::DeviceType::PrivateUse1, device)};
 }
 
+// The block behind a live allocation, no longer registered as live.
+Block* EmuDeviceAllocator::take_allocated_block(void* ptr) {
+  std::lock_guard<std::mutex> guard(blocks_mutex_);
+  auto it = allocated_blocks_.find(ptr);
+  TORCH_CHECK(it != allocated_blocks_.end(), "emu allocator: invalid device pointer ", ptr);
+  Block* block = it->second;
+  allocated_blocks_.erase(it);
+  return block;
+}
+
 void EmuDeviceAllocator::free_pluggable(void* ptr) {
-  Block* block = nullptr;
-  {
-    std::lock_guard<std::mutex> guard(blocks_mutex_);
-    auto it = allocated_blocks_.find(ptr);
-    TORCH_CHECK(it != allocated_blocks_.end(), "emu allocator: invalid device pointer ", ptr);
-    block = it->second;
-    allocated_blocks_.erase(it);
-  }
+  Block* block = take_allocated_block(ptr);
   const c10::DeviceIndex device = block->stream.device_index();
   pluggable_->free(ptr, block->size, device, native_stream(block->stream));
   DeviceCache& dc = cache(device);

@@ -131,6 +131,7 @@ class EmuDeviceAllocator final : public c10::DeviceAllocator {
   void free(void* ptr);
   c10::DataPtr allocate_pluggable(size_t nbytes, c10::DeviceIndex device);
   void free_pluggable(void* ptr);
+  Block* take_allocated_block(void* ptr);
   std::shared_ptr<c10::GatheredContext> gather_context(bool on_free);
   DeviceCache& cache(c10::DeviceIndex device);
 

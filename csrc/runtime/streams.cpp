@@ -416,6 +416,18 @@ struct CopyPlan {
   int devices[2] = {-1, -1};   // destination, source device (-1: host)
 };
 
+// The queue item of a planned copy (run by copy_bytes, inline or on a worker).
+Work copy_work(const CopyPlan& plan, void* dst, const void* src, size_t n) {
+  Work w{};
+  w.kind = WorkKind::kMemcpy;
+  w.device_access = plan.device_access;
+  std::copy(plan.devices, plan.devices + 2, w.devices);
+  w.dst = dst;
+  w.src = src;
+  w.bytes = n;
+  return w;
+}
+
 // Checks one side of a copy against what `kind` says it must be.
 emuError_t check_side(const char* call, emuMemcpyKind kind, const char* side, const void* p,
                       size_t n, bool want_device, int* device, CopyPlan* plan) {
@@ -626,14 +638,7 @@ emuError_t emuMemcpy(void* dst, const void* src, size_t n, emuMemcpyKind kind) {
   emu::TracedCall traced(emuActivityKindMemcpy, plan.devices[0] >= 0 ? plan.devices[0] : plan.devices[1],
                          /*stream=*/0, kind, n);
   emu::TracedWork traced_work(traced.record());
-  Work w{};
-  w.kind = WorkKind::kMemcpy;
-  w.device_access = plan.device_access;
-  std::copy(plan.devices, plan.devices + 2, w.devices);
-  w.dst = dst;
-  w.src = src;
-  w.bytes = n;
-  copy_bytes(w);
+  copy_bytes(copy_work(plan, dst, src, n));
   return emuSuccess;
 }
 
@@ -645,13 +650,7 @@ emuError_t emuMemcpyAsync(void* dst, const void* src, size_t n, emuMemcpyKind ki
   if (n == 0) return emuSuccess;
   CopyPlan plan;
   if (emuError_t err = plan_copy("emuMemcpyAsync", dst, src, n, kind, &plan)) return err;
-  Work w{};
-  w.kind = WorkKind::kMemcpy;
-  w.device_access = plan.device_access;
-  std::copy(plan.devices, plan.devices + 2, w.devices);
-  w.dst = dst;
-  w.src = src;
-  w.bytes = n;
+  Work w = copy_work(plan, dst, src, n);
   emu::TracedCall traced(emuActivityKindMemcpy, stream->device, stream->id, kind, n);
   w.trace = traced.record();
   Submitted submitted;
