@@ -50,6 +50,7 @@ at::Tensor host_alias(const at::Tensor& emu) {
 void init_serialization_bindings(pybind11::module& m); // SerializationBindings.cpp
 void init_compile_bindings(pybind11::module& m); // CompileBindings.cpp
 void init_storage_bindings(pybind11::module& m); // StorageBindings.cpp
+void init_graph_bindings(pybind11::module& m); // GraphBindings.cpp
 
 // LITERALINCLUDE START: PYTHON_BINDINGS
 PYBIND11_MODULE(_C, m) {
@@ -103,6 +104,7 @@ PYBIND11_MODULE(_C, m) {
   init_serialization_bindings(m);
   init_compile_bindings(m);
   init_storage_bindings(m);
+  init_graph_bindings(m);
 }
 // LITERALINCLUDE END: PYTHON_BINDINGS
 

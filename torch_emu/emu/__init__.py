@@ -206,12 +206,13 @@ def get_device_capability(device: Any = None) -> tuple[int, int]:
     return props.major, props.minor
 
 
-from . import memory, random, streams  # noqa: E402
+from . import graphs, memory, random, streams  # noqa: E402
+from .graphs import *  # noqa: E402,F401,F403
 from .memory import *  # noqa: E402,F401,F403
 from .random import *  # noqa: E402,F401,F403
 from .streams import *  # noqa: E402,F401,F403
 
-__all__ += memory.__all__ + random.__all__ + streams.__all__
+__all__ += graphs.__all__ + memory.__all__ + random.__all__ + streams.__all__
 
 # AMP: torch.autocast("emu") asks the device module for get_amp_supported_dtype().
 from . import amp  # noqa: E402
