@@ -2,10 +2,15 @@
 
 #include <c10/util/Exception.h>
 
+#include <c10/util/ApproximateClock.h>
+
+#include <algorithm>
 #include <cstdint>
 #include <set>
+#include <string>
 
 #include "core/EmuException.h"
+#include "core/EmuLaunch.h"
 #include "core/EmuStream.h"
 #include "runtime/emu_runtime.h"
 
@@ -14,6 +19,7 @@ namespace torch_emu {
 using c10::CachingAllocator::format_size;
 using c10::CachingAllocator::StatArray;
 using c10::CachingAllocator::StatType;
+using c10::CachingDeviceAllocator::TraceEntry;
 
 namespace {
 
@@ -57,24 +63,28 @@ void update_stat(StatArray& stat, bool small, int64_t delta) {
 
 } // namespace
 
+struct PrivatePool;
+
 // A range of one segment (one emuMalloc). It is allocated (handed out), pending
 // (freed, but waiting for events of streams added by recordStream) or cached
 // (in its pool). Neighbours in the segment are linked so that free ranges can
 // be coalesced; `stream` is the segment's allocation stream.
 struct Block {
-  Block(c10::Stream stream, size_t size, bool small, void* ptr)
-      : stream(stream), size(size), small(small), ptr(ptr) {}
+  Block(c10::Stream stream, size_t size, bool small, void* ptr, PrivatePool* pool = nullptr)
+      : stream(stream), size(size), small(small), ptr(ptr), pool(pool) {}
 
   c10::Stream stream;
   size_t size;
   bool small; // which pool: every block of a segment is in the same one
   void* ptr;
+  PrivatePool* pool; // the private pool of the segment; nullptr: default pools
   size_t requested_size = 0; // what the caller asked for (before rounding)
   bool allocated = false;
   int event_count = 0; // events still to complete before reuse
   ska::flat_hash_set<c10::Stream> stream_uses; // from recordStream
   Block* prev = nullptr;
   Block* next = nullptr;
+  std::shared_ptr<c10::GatheredContext> context; // where it was allocated (history on)
 
   bool is_split() const {
     return prev != nullptr || next != nullptr;
@@ -99,6 +109,31 @@ struct BlockLess {
 };
 using BlockPool = std::set<Block*, BlockLess>;
 
+// LITERALINCLUDE START: PRIVATE_POOL
+// A private pool (torch.emu.MemPool, a graph's pool): segments of its own, so
+// that its memory is neither used by nor released to other allocations.
+struct PrivatePool {
+  PrivatePool(c10::MempoolId_t id, std::shared_ptr<PluggableAllocatorFns> allocator,
+              bool use_on_oom, bool no_split)
+      : id(id), allocator(std::move(allocator)), use_on_oom(use_on_oom), no_split(no_split) {}
+
+  const c10::MempoolId_t id;
+  const std::shared_ptr<PluggableAllocatorFns> allocator; // nullptr: emuMalloc/emuFree
+  const bool use_on_oom; // other allocations may take its cached blocks when out of memory
+  const bool no_split;   // one segment per allocation, never split
+  int use_count = 1;     // MemPool objects and routes that name it
+  int segment_count = 0; // segments it holds; it is deleted once unused and 0
+  BlockPool small_blocks;
+  BlockPool large_blocks;
+};
+
+// Where allocations go while a pool is routed (beginAllocateToPool).
+struct PoolRoute {
+  c10::MempoolId_t id;
+  std::function<bool(c10::Stream)> filter;
+};
+// LITERALINCLUDE END: PRIVATE_POOL
+
 struct DeviceCache {
   explicit DeviceCache(c10::DeviceIndex index) : index(index) {
     // We split blocks of any size (no max_split_size_mb); -1 is what CUDA
@@ -106,7 +141,10 @@ struct DeviceCache {
     stats.max_split_size = -1;
   }
 
-  BlockPool& pool(bool small) {
+  BlockPool& pool(bool small, PrivatePool* private_pool = nullptr) {
+    if (private_pool != nullptr) {
+      return small ? private_pool->small_blocks : private_pool->large_blocks;
+    }
     return small ? small_blocks : large_blocks;
   }
 
@@ -117,9 +155,45 @@ struct DeviceCache {
   BlockPool large_blocks;
   std::vector<std::pair<emuEvent_t, Block*>> pending_events;
   std::vector<emuEvent_t> spare_events; // completed events, ready for reuse
+  ska::flat_hash_map<c10::MempoolId_t, std::unique_ptr<PrivatePool>, c10::MempoolIdHash> private_pools;
+  std::vector<PoolRoute> routes; // active beginAllocateToPool calls, oldest first
+  double fraction = 1.0;         // set_per_process_memory_fraction
+  size_t reserve_limit = SIZE_MAX; // fraction * capacity; SIZE_MAX: no cap
+  size_t max_entries = 0;          // history size; 0: not recording
+  size_t trace_next = 0;           // oldest entry once the ring is full
+  std::vector<TraceEntry> trace;
 };
 
 namespace {
+
+// LITERALINCLUDE START: DEVICE_ALLOCATOR_TRACE
+// One entry of the allocation history, when it is on: a ring of the last
+// max_entries events of the device, in CUDA's TraceEntry form.
+void record_trace(DeviceCache& dc, TraceEntry::Action action, const void* addr, size_t size,
+                  const c10::Stream& stream, c10::MempoolId_t pool,
+                  std::shared_ptr<c10::GatheredContext> context) {
+  TraceEntry entry(action, dc.index, reinterpret_cast<size_t>(addr), size, native_stream(stream), pool,
+                   c10::getTime(), std::move(context));
+  if (dc.trace.size() < dc.max_entries) {
+    dc.trace.push_back(std::move(entry));
+  } else {
+    dc.trace[dc.trace_next] = std::move(entry);
+    dc.trace_next = (dc.trace_next + 1) % dc.max_entries;
+  }
+}
+// LITERALINCLUDE END: DEVICE_ALLOCATOR_TRACE
+
+c10::MempoolId_t pool_id(const Block* block) {
+  return block->pool != nullptr ? block->pool->id : c10::MempoolId_t{0, 0};
+}
+
+// Reserved bytes also count per private pool (reserved_bytes_by_private_pools).
+void update_reserved(DeviceCache& dc, const Block* segment, int64_t delta) {
+  update_stat(dc.stats.reserved_bytes, segment->small, delta);
+  if (segment->pool != nullptr) {
+    update_stat(dc.stats.reserved_bytes_by_private_pools[segment->pool->id], segment->small, delta);
+  }
+}
 
 // LITERALINCLUDE START: DEVICE_ALLOCATOR_FREE
 // A block nobody uses any more goes back to its pool, merged with free
@@ -127,7 +201,10 @@ namespace {
 void return_to_pool(DeviceCache& dc, Block* block) {
   const size_t size = block->size;
   const size_t requested = block->requested_size;
-  BlockPool& pool = dc.pool(block->small);
+  if (C10_UNLIKELY(dc.max_entries > 0)) {
+    record_trace(dc, TraceEntry::FREE_COMPLETED, block->ptr, size, block->stream, pool_id(block), nullptr);
+  }
+  BlockPool& pool = dc.pool(block->small, block->pool);
   // inactive_split counts cached blocks that are only part of a segment.
   int64_t split_blocks = 0;
   int64_t split_bytes = 0;
@@ -158,6 +235,7 @@ void return_to_pool(DeviceCache& dc, Block* block) {
     split_bytes += static_cast<int64_t>(block->size);
   }
   block->requested_size = 0;
+  block->context.reset();
   pool.insert(block);
 
   auto& stats = dc.stats;
@@ -210,91 +288,230 @@ void process_events(DeviceCache& dc) {
 }
 // LITERALINCLUDE END: DEVICE_ALLOCATOR_RECORD_STREAM
 
-// Gives every cached, unsplit segment of the device back to the runtime.
-// Split segments stay: part of them is still in use.
-void release_cached_segments(DeviceCache& dc) {
-  process_events(dc);
+// Gives every cached, unsplit segment of one pool back to where it came from
+// (the runtime, or the pool's pluggable allocator). Split segments stay: part
+// of them is still in use.
+void release_pool_segments(DeviceCache& dc, PrivatePool* private_pool) {
   for (bool small : {true, false}) {
-    BlockPool& pool = dc.pool(small);
+    BlockPool& pool = dc.pool(small, private_pool);
     for (auto it = pool.begin(); it != pool.end();) {
       Block* block = *it;
       if (block->is_split()) {
         ++it;
         continue;
       }
-      EMU_CHECK(emuFree(block->ptr)); // emuFree finds the device from the pointer
+      if (private_pool != nullptr && private_pool->allocator != nullptr) {
+        private_pool->allocator->free(block->ptr, block->size, dc.index, native_stream(block->stream));
+      } else {
+        EMU_CHECK(emuFree(block->ptr)); // emuFree finds the device from the pointer
+      }
+      if (C10_UNLIKELY(dc.max_entries > 0)) {
+        record_trace(dc, TraceEntry::SEGMENT_FREE, block->ptr, block->size, block->stream,
+                     pool_id(block), nullptr);
+      }
       update_stat(dc.stats.segment, small, -1);
-      update_stat(dc.stats.reserved_bytes, small, -static_cast<int64_t>(block->size));
+      update_reserved(dc, block, -static_cast<int64_t>(block->size));
       dc.stats.num_device_free += 1;
+      if (private_pool != nullptr) {
+        private_pool->segment_count -= 1;
+      }
       it = pool.erase(it);
       delete block;
     }
   }
 }
 
-// LITERALINCLUDE START: DEVICE_ALLOCATOR_OOM
-// Gets a new segment from the runtime. If the device is full, release what the
-// cache holds and retry once; if that fails too, raise torch.OutOfMemoryError
-// with the numbers a user needs to understand it. Nothing but num_ooms records
-// a failed request.
-Block* new_segment(DeviceCache& dc, c10::Stream stream, size_t size, bool small) {
-  const size_t bytes = segment_size(size);
-  void* ptr = nullptr;
-  emuError_t err = emuMalloc(&ptr, bytes);
-  if (err == emuErrorMemoryAllocation) {
-    release_cached_segments(dc);
-    dc.stats.num_alloc_retries += 1;
-    err = emuMalloc(&ptr, bytes);
+// Releases a private pool's unused segments, and the pool itself once no
+// MemPool or route names it and it holds no segment.
+void release_private_pool(DeviceCache& dc, c10::MempoolId_t id) {
+  auto it = dc.private_pools.find(id);
+  if (it == dc.private_pools.end()) {
+    return;
   }
+  PrivatePool* pool = it->second.get();
+  release_pool_segments(dc, pool);
+  if (pool->use_count == 0 && pool->segment_count == 0) {
+    dc.private_pools.erase(it);
+  }
+}
+
+// What emptyCache() and an out-of-memory retry release: the default pools and
+// the pools nobody uses any more.
+void release_cached_segments(DeviceCache& dc) {
+  process_events(dc);
+  release_pool_segments(dc, nullptr);
+  std::vector<c10::MempoolId_t> unused;
+  for (const auto& [id, pool] : dc.private_pools) {
+    if (pool->use_count == 0) {
+      unused.push_back(id);
+    }
+  }
+  for (const auto& id : unused) {
+    release_private_pool(dc, id);
+  }
+}
+
+// LITERALINCLUDE START: DEVICE_ALLOCATOR_OOM
+// Raises torch.OutOfMemoryError with the numbers a user needs to understand
+// it. Nothing but num_ooms (and the history) records a failed request.
+[[noreturn]] void raise_oom(DeviceCache& dc, size_t size, const c10::Stream& stream) {
+  dc.stats.num_ooms += 1;
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+  EMU_CHECK(emuMemGetInfo(dc.index, &free_bytes, &total_bytes));
+  if (C10_UNLIKELY(dc.max_entries > 0)) {
+    // As in CUDA's history, an OOM entry's address is the device's free bytes.
+    record_trace(dc, TraceEntry::OOM, reinterpret_cast<void*>(free_bytes), size, stream, {0, 0}, nullptr);
+  }
+  constexpr auto agg = static_cast<size_t>(StatType::AGGREGATE);
+  const auto allocated = static_cast<uint64_t>(dc.stats.allocated_bytes[agg].current);
+  const auto reserved = static_cast<uint64_t>(dc.stats.reserved_bytes[agg].current);
+  std::string cap;
+  if (dc.reserve_limit != SIZE_MAX) {
+    cap = c10::str(" This process may reserve at most ", format_size(dc.reserve_limit),
+                   " of it (set_per_process_memory_fraction(", dc.fraction, ")).");
+  }
+  TORCH_CHECK_WITH(OutOfMemoryError, false,
+      "emu out of memory. Tried to allocate ", format_size(size), ". emu:",
+      static_cast<int>(dc.index), " has a total capacity of ", format_size(total_bytes),
+      " of which ", format_size(free_bytes), " is free.", cap, " Of the allocated memory ",
+      format_size(allocated), " is allocated by PyTorch, and ",
+      format_size(reserved - allocated), " is reserved by PyTorch but unallocated.");
+}
+
+// Gets `bytes` of new memory for a segment, from the pool's pluggable
+// allocator or from the runtime; nullptr when the device is full or the
+// memory fraction would be exceeded.
+void* try_device_malloc(DeviceCache& dc, size_t bytes, const c10::Stream& stream, PrivatePool* pool) {
+  constexpr auto agg = static_cast<size_t>(StatType::AGGREGATE);
+  const auto reserved = static_cast<size_t>(dc.stats.reserved_bytes[agg].current);
+  if (dc.reserve_limit != SIZE_MAX && reserved + bytes > dc.reserve_limit) {
+    return nullptr;
+  }
+  void* ptr = nullptr;
+  if (pool != nullptr && pool->allocator != nullptr) {
+    ptr = pool->allocator->alloc(bytes, dc.index, native_stream(stream));
+    TORCH_CHECK(ptr == nullptr || is_device_ptr(ptr),
+                "emu allocator: the pluggable allocator of a memory pool returned ", ptr,
+                ", which is not emu device memory (allocate it with emuMalloc)");
+    return ptr;
+  }
+  const emuError_t err = emuMalloc(&ptr, bytes);
   if (err == emuErrorMemoryAllocation) {
-    dc.stats.num_ooms += 1;
-    size_t free_bytes = 0;
-    size_t total_bytes = 0;
-    EMU_CHECK(emuMemGetInfo(dc.index, &free_bytes, &total_bytes));
-    constexpr auto agg = static_cast<size_t>(StatType::AGGREGATE);
-    const auto allocated = static_cast<uint64_t>(dc.stats.allocated_bytes[agg].current);
-    const auto reserved = static_cast<uint64_t>(dc.stats.reserved_bytes[agg].current);
-    TORCH_CHECK_WITH(OutOfMemoryError, false,
-        "emu out of memory. Tried to allocate ", format_size(size), ". emu:",
-        static_cast<int>(dc.index), " has a total capacity of ", format_size(total_bytes),
-        " of which ", format_size(free_bytes), " is free. Of the allocated memory ",
-        format_size(allocated), " is allocated by PyTorch, and ",
-        format_size(reserved - allocated), " is reserved by PyTorch but unallocated.");
+    return nullptr;
   }
   EMU_CHECK(err);
+  return ptr;
+}
+
+// Gets a new segment. If the device is full (or the fraction reached), release
+// what the cache holds and retry once; nullptr if that fails too.
+Block* new_segment(DeviceCache& dc, const c10::Stream& stream, size_t size, bool small,
+                   PrivatePool* pool, const std::shared_ptr<c10::GatheredContext>& context) {
+  const size_t bytes = pool != nullptr && pool->no_split ? size : segment_size(size);
+  void* ptr = try_device_malloc(dc, bytes, stream, pool);
+  if (ptr == nullptr) {
+    release_cached_segments(dc);
+    dc.stats.num_alloc_retries += 1;
+    ptr = try_device_malloc(dc, bytes, stream, pool);
+  }
+  if (ptr == nullptr) {
+    return nullptr;
+  }
+  auto* block = new Block(stream, bytes, small, ptr, pool);
+  if (C10_UNLIKELY(dc.max_entries > 0)) {
+    record_trace(dc, TraceEntry::SEGMENT_ALLOC, ptr, bytes, stream, pool_id(block), context);
+  }
   update_stat(dc.stats.segment, small, 1);
-  update_stat(dc.stats.reserved_bytes, small, static_cast<int64_t>(bytes));
+  update_reserved(dc, block, static_cast<int64_t>(bytes));
   dc.stats.num_device_alloc += 1;
-  return new Block(stream, bytes, small, ptr);
+  if (pool != nullptr) {
+    pool->segment_count += 1;
+  }
+  return block;
 }
 // LITERALINCLUDE END: DEVICE_ALLOCATOR_OOM
 
+// LITERALINCLUDE START: DEVICE_ALLOCATOR_ROUTE
+// The private pool allocations on `stream` go to, or nullptr for the default
+// pools. One branch when no pool is routed.
+PrivatePool* routed_pool(DeviceCache& dc, const c10::Stream& stream) {
+  if (C10_LIKELY(dc.routes.empty())) {
+    return nullptr;
+  }
+  for (auto it = dc.routes.rbegin(); it != dc.routes.rend(); ++it) {
+    if (it->filter(stream)) {
+      return dc.private_pools.at(it->id).get();
+    }
+  }
+  return nullptr;
+}
+// LITERALINCLUDE END: DEVICE_ALLOCATOR_ROUTE
+
+// The best fit for `size` on `stream` among the cached blocks of `pool`.
+Block* take_cached(BlockPool& pool, const c10::Stream& stream, size_t size, bool small) {
+  Block key(stream, size, small, nullptr);
+  auto it = pool.lower_bound(&key);
+  if (it == pool.end() || (*it)->stream != stream) {
+    return nullptr;
+  }
+  Block* block = *it;
+  pool.erase(it);
+  return block;
+}
+
+// Out of memory: pools created with use_on_oom lend their cached blocks.
+Block* take_from_oom_pools(DeviceCache& dc, const c10::Stream& stream, size_t size, bool small) {
+  for (auto& [id, pool] : dc.private_pools) {
+    if (pool->use_on_oom) {
+      if (Block* block = take_cached(dc.pool(small, pool.get()), stream, size, small)) {
+        return block;
+      }
+    }
+  }
+  return nullptr;
+}
+
+constexpr auto kAggregate = static_cast<size_t>(StatType::AGGREGATE);
+
+// torch.profiler(profile_memory=True) sees every allocation and free.
+void report_to_profiler(DeviceCache& dc, void* ptr, int64_t delta) {
+  c10::reportMemoryUsageToProfiler(
+      ptr, delta, static_cast<size_t>(dc.stats.allocated_bytes[kAggregate].current),
+      static_cast<size_t>(dc.stats.reserved_bytes[kAggregate].current),
+      c10::Device(c10::DeviceType::PrivateUse1, dc.index));
+}
+
 // LITERALINCLUDE START: DEVICE_ALLOCATOR_MALLOC
 // Serves `nbytes` on `stream`: best fit among the cached blocks of that stream
-// (only they are safe to reuse without synchronisation), else a new segment;
-// the block is split when what remains is worth keeping.
-Block* malloc_block(DeviceCache& dc, size_t nbytes, c10::Stream stream) {
+// in the routed pool (only they are safe to reuse without synchronisation),
+// else a new segment; the block is split when what remains is worth keeping.
+Block* malloc_block(DeviceCache& dc, size_t nbytes, c10::Stream stream,
+                    std::shared_ptr<c10::GatheredContext> context) {
   std::lock_guard<std::mutex> guard(dc.mutex);
   process_events(dc);
   const size_t size = round_size(nbytes);
   const bool small = size <= kSmallSize;
-  BlockPool& pool = dc.pool(small);
+  PrivatePool* private_pool = routed_pool(dc, stream);
+  BlockPool& pool = dc.pool(small, private_pool);
 
-  Block key(stream, size, small, nullptr);
-  auto it = pool.lower_bound(&key);
-  Block* block = nullptr;
-  if (it != pool.end() && (*it)->stream == stream) {
-    block = *it;
-    pool.erase(it);
-  } else {
-    block = new_segment(dc, stream, size, small);
+  Block* block = take_cached(pool, stream, size, small);
+  if (block == nullptr) {
+    block = new_segment(dc, stream, size, small, private_pool, context);
+  }
+  if (block == nullptr && private_pool == nullptr) {
+    block = take_from_oom_pools(dc, stream, size, small);
+  }
+  if (block == nullptr) {
+    raise_oom(dc, size, stream);
   }
 
   auto& stats = dc.stats;
   const bool was_split = block->is_split();
   const size_t remaining = block->size - size;
-  if (small ? remaining >= kMinBlockSize : remaining > kSmallSize) {
-    auto* rest = new Block(stream, remaining, small, static_cast<char*>(block->ptr) + size);
+  const bool no_split = block->pool != nullptr && block->pool->no_split;
+  if (!no_split && (small ? remaining >= kMinBlockSize : remaining > kSmallSize)) {
+    auto* rest = new Block(stream, remaining, small, static_cast<char*>(block->ptr) + size, block->pool);
     rest->prev = block;
     rest->next = block->next;
     if (rest->next != nullptr) {
@@ -302,7 +519,7 @@ Block* malloc_block(DeviceCache& dc, size_t nbytes, c10::Stream stream) {
     }
     block->next = rest;
     block->size = size;
-    pool.insert(rest);
+    dc.pool(small, block->pool).insert(rest);
     if (was_split) {
       // A cached split block shrank by what we hand out.
       update_stat(stats.inactive_split_bytes, small, -static_cast<int64_t>(size));
@@ -323,6 +540,11 @@ Block* malloc_block(DeviceCache& dc, size_t nbytes, c10::Stream stream) {
   update_stat(stats.active, small, 1);
   update_stat(stats.active_bytes, small, static_cast<int64_t>(block->size));
   update_stat(stats.requested_bytes, small, static_cast<int64_t>(nbytes));
+  if (C10_UNLIKELY(dc.max_entries > 0)) {
+    record_trace(dc, TraceEntry::ALLOC, block->ptr, nbytes, stream, pool_id(block), context);
+  }
+  block->context = std::move(context);
+  report_to_profiler(dc, block->ptr, static_cast<int64_t>(block->size));
   return block;
 }
 // LITERALINCLUDE END: DEVICE_ALLOCATOR_MALLOC
@@ -347,7 +569,15 @@ c10::DataPtr EmuDeviceAllocator::allocate(size_t nbytes) {
   if (nbytes == 0) {
     return {nullptr, nullptr, &deleter, where};
   }
-  Block* block = malloc_block(cache(device), nbytes, current_stream(device));
+  if (C10_UNLIKELY(pluggable_ != nullptr)) {
+    return allocate_pluggable(nbytes, device);
+  }
+  allocated_once_.store(true, std::memory_order_relaxed);
+  std::shared_ptr<c10::GatheredContext> context;
+  if (C10_UNLIKELY(recording_.load(std::memory_order_relaxed))) {
+    context = gather_context(/*on_free=*/false); // outside the lock: it may take the GIL
+  }
+  Block* block = malloc_block(cache(device), nbytes, current_stream(device), std::move(context));
   {
     std::lock_guard<std::mutex> guard(blocks_mutex_);
     allocated_blocks_.emplace(block->ptr, block);
@@ -373,6 +603,14 @@ void EmuDeviceAllocator::free(void* ptr) {
   if (ptr == nullptr) {
     return;
   }
+  if (C10_UNLIKELY(pluggable_ != nullptr)) {
+    free_pluggable(ptr);
+    return;
+  }
+  std::shared_ptr<c10::GatheredContext> context;
+  if (C10_UNLIKELY(recording_.load(std::memory_order_relaxed))) {
+    context = gather_context(/*on_free=*/true);
+  }
   Block* block = nullptr;
   {
     std::lock_guard<std::mutex> guard(blocks_mutex_);
@@ -386,12 +624,33 @@ void EmuDeviceAllocator::free(void* ptr) {
   block->allocated = false;
   update_stat(dc.stats.allocation, block->small, -1);
   update_stat(dc.stats.allocated_bytes, block->small, -static_cast<int64_t>(block->size));
+  report_to_profiler(dc, block->ptr, -static_cast<int64_t>(block->size));
+  if (C10_UNLIKELY(dc.max_entries > 0)) {
+    record_trace(dc, TraceEntry::FREE_REQUESTED, block->ptr, block->requested_size, block->stream,
+                 pool_id(block), std::move(context));
+  }
   if (block->stream_uses.empty()) {
     return_to_pool(dc, block);
   } else {
     record_events(dc, block);
   }
   process_events(dc);
+  if (C10_UNLIKELY(!caching_enabled_.load(std::memory_order_relaxed))) {
+    release_cached_segments(dc);
+  }
+}
+
+void EmuDeviceAllocator::raw_delete(void* ptr) {
+  TORCH_CHECK(ptr == nullptr || find_block(ptr) != nullptr,
+              "emu allocator: invalid device pointer ", ptr, ": not allocated by torch.emu's allocator");
+  free(ptr);
+}
+
+void EmuDeviceAllocator::setCachingEnabled(bool enabled) {
+  caching_enabled_.store(enabled);
+  if (!enabled) {
+    emptyCache();
+  }
 }
 
 void EmuDeviceAllocator::copy_data(void* dest, const void* src, size_t count) const {
@@ -403,21 +662,297 @@ bool EmuDeviceAllocator::initialized() {
 }
 
 void EmuDeviceAllocator::emptyCache(c10::MempoolId_t mempool_id) {
-  TORCH_CHECK(mempool_id == c10::MempoolId_t(0, 0),
-              "emu allocator: private memory pools are not supported");
+  const bool all = mempool_id == c10::MempoolId_t(0, 0);
   for (c10::DeviceIndex i = 0; i < device_count(); ++i) {
     DeviceCache& dc = cache(i);
     std::lock_guard<std::mutex> guard(dc.mutex);
-    release_cached_segments(dc);
+    if (all) {
+      release_cached_segments(dc);
+    } else {
+      process_events(dc);
+      release_private_pool(dc, mempool_id);
+    }
   }
 }
+
+// LITERALINCLUDE START: POOL_IMPL
+void EmuDeviceAllocator::createOrIncrefPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id,
+                                            std::shared_ptr<PluggableAllocatorFns> allocator,
+                                            bool use_on_oom, bool no_split) {
+  TORCH_CHECK(mempool_id != c10::MempoolId_t(0, 0), "emu allocator: {0, 0} is the default pool, not a private one");
+  DeviceCache& dc = cache(device);
+  std::lock_guard<std::mutex> guard(dc.mutex);
+  auto it = dc.private_pools.find(mempool_id);
+  if (it == dc.private_pools.end()) {
+    dc.private_pools.emplace(mempool_id,
+                             std::make_unique<PrivatePool>(mempool_id, std::move(allocator), use_on_oom, no_split));
+  } else {
+    TORCH_CHECK(allocator == nullptr || allocator == it->second->allocator,
+                "emu allocator: memory pool (", mempool_id.first, ", ", mempool_id.second,
+                ") already exists with another allocator");
+    it->second->use_count += 1;
+  }
+}
+
+void EmuDeviceAllocator::beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id,
+                                             std::function<bool(c10::Stream)> filter) {
+  DeviceCache& dc = cache(device);
+  {
+    std::lock_guard<std::mutex> guard(dc.mutex);
+    for (const PoolRoute& route : dc.routes) {
+      TORCH_CHECK(route.id != mempool_id, "emu allocator: already allocating to memory pool (",
+                  mempool_id.first, ", ", mempool_id.second, ")");
+    }
+  }
+  createOrIncrefPool(device, mempool_id);
+  std::lock_guard<std::mutex> guard(dc.mutex);
+  dc.routes.push_back({mempool_id, std::move(filter)});
+}
+
+void EmuDeviceAllocator::beginAllocateCurrentThreadToPool(c10::DeviceIndex device,
+                                                          c10::MempoolId_t mempool_id) {
+  // Kernels launched by this thread allocate on its behalf (see EmuLaunch.h).
+  beginAllocateToPool(device, mempool_id, [thread = launching_thread()](c10::Stream) {
+    return launching_thread() == thread;
+  });
+}
+
+void EmuDeviceAllocator::endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id) {
+  DeviceCache& dc = cache(device);
+  std::lock_guard<std::mutex> guard(dc.mutex);
+  for (auto it = dc.routes.begin(); it != dc.routes.end(); ++it) {
+    if (it->id == mempool_id) {
+      dc.routes.erase(it);
+      return;
+    }
+  }
+  TORCH_CHECK(false, "emu allocator: endAllocateToPool: not allocating to memory pool (",
+              mempool_id.first, ", ", mempool_id.second, ")");
+}
+
+void EmuDeviceAllocator::releasePool(c10::DeviceIndex device, c10::MempoolId_t mempool_id) {
+  DeviceCache& dc = cache(device);
+  std::lock_guard<std::mutex> guard(dc.mutex);
+  auto it = dc.private_pools.find(mempool_id);
+  TORCH_CHECK(it != dc.private_pools.end() && it->second->use_count > 0,
+              "emu allocator: releasePool: no memory pool (", mempool_id.first, ", ",
+              mempool_id.second, ") in use on emu:", static_cast<int>(device));
+  it->second->use_count -= 1;
+}
+
+int EmuDeviceAllocator::getPoolUseCount(c10::DeviceIndex device, c10::MempoolId_t mempool_id) {
+  DeviceCache& dc = cache(device);
+  std::lock_guard<std::mutex> guard(dc.mutex);
+  auto it = dc.private_pools.find(mempool_id);
+  return it == dc.private_pools.end() ? 0 : it->second->use_count;
+}
+
+c10::MempoolId_t EmuDeviceAllocator::graph_pool_handle(bool is_user_created) {
+  static std::atomic<c10::CaptureId_t> next_user_id{1};
+  static std::atomic<c10::CaptureId_t> next_capture_id{1};
+  if (is_user_created) {
+    return {0, next_user_id++};
+  }
+  return {next_capture_id++, 0};
+}
+// LITERALINCLUDE END: POOL_IMPL
+
+// LITERALINCLUDE START: MEMORY_FRACTION
+void EmuDeviceAllocator::setMemoryFraction(double fraction, c10::DeviceIndex device) {
+  TORCH_CHECK(fraction >= 0 && fraction <= 1, "emu allocator: invalid memory fraction ", fraction,
+              ", allowed range: 0~1");
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+  DeviceCache& dc = cache(device);
+  EMU_CHECK(emuMemGetInfo(device, &free_bytes, &total_bytes));
+  std::lock_guard<std::mutex> guard(dc.mutex);
+  dc.fraction = fraction;
+  dc.reserve_limit = fraction >= 1 ? SIZE_MAX : static_cast<size_t>(fraction * static_cast<double>(total_bytes));
+}
+// LITERALINCLUDE END: MEMORY_FRACTION
+
+double EmuDeviceAllocator::getMemoryFraction(c10::DeviceIndex device) {
+  DeviceCache& dc = cache(device);
+  std::lock_guard<std::mutex> guard(dc.mutex);
+  return dc.fraction;
+}
+
+// LITERALINCLUDE START: PLUGGABLE
+// With a pluggable allocator every allocation is a call to the user's alloc
+// and every free a call to their free, as with CUDAPluggableAllocator; the
+// statistics still count them (allocated = reserved: nothing is cached).
+void EmuDeviceAllocator::setPluggable(std::shared_ptr<PluggableAllocatorFns> fns) {
+  TORCH_CHECK(fns != nullptr && fns->alloc != nullptr && fns->free != nullptr,
+              "emu allocator: a pluggable allocator needs an alloc and a free function");
+  TORCH_CHECK(!allocated_once_.load() && pluggable_ == nullptr,
+              "emu allocator: can't swap an already initialized allocator: change_current_allocator "
+              "must be called before the first emu allocation of the process");
+  pluggable_ = std::move(fns);
+}
+
+c10::DataPtr EmuDeviceAllocator::allocate_pluggable(size_t nbytes, c10::DeviceIndex device) {
+  const c10::Stream stream = current_stream(device);
+  void* ptr = pluggable_->alloc(nbytes, device, native_stream(stream));
+  DeviceCache& dc = cache(device);
+  if (ptr == nullptr) {
+    std::lock_guard<std::mutex> guard(dc.mutex);
+    raise_oom(dc, nbytes, stream);
+  }
+  if (!is_device_ptr(ptr)) {
+    pluggable_->free(ptr, nbytes, device, native_stream(stream));
+    TORCH_CHECK(false, "emu allocator: the pluggable allocator returned ", ptr,
+                ", which is not emu device memory (allocate it with emuMalloc)");
+  }
+  // A Block records size and stream for the user's free; it is never cached.
+  auto* block = new Block(stream, nbytes, nbytes <= kSmallSize, ptr);
+  block->allocated = true;
+  {
+    std::lock_guard<std::mutex> guard(dc.mutex);
+    for (auto* stat : {&dc.stats.allocation, &dc.stats.segment, &dc.stats.active}) {
+      update_stat(*stat, block->small, 1);
+    }
+    for (auto* stat : {&dc.stats.allocated_bytes, &dc.stats.reserved_bytes, &dc.stats.active_bytes,
+                       &dc.stats.requested_bytes}) {
+      update_stat(*stat, block->small, static_cast<int64_t>(nbytes));
+    }
+    dc.stats.num_device_alloc += 1;
+    report_to_profiler(dc, ptr, static_cast<int64_t>(nbytes));
+  }
+  {
+    std::lock_guard<std::mutex> guard(blocks_mutex_);
+    allocated_blocks_.emplace(ptr, block);
+  }
+  return {ptr, ptr, &deleter, c10::Device(c10::DeviceType::PrivateUse1, device)};
+}
+
+void EmuDeviceAllocator::free_pluggable(void* ptr) {
+  Block* block = nullptr;
+  {
+    std::lock_guard<std::mutex> guard(blocks_mutex_);
+    auto it = allocated_blocks_.find(ptr);
+    TORCH_CHECK(it != allocated_blocks_.end(), "emu allocator: invalid device pointer ", ptr);
+    block = it->second;
+    allocated_blocks_.erase(it);
+  }
+  const c10::DeviceIndex device = block->stream.device_index();
+  pluggable_->free(ptr, block->size, device, native_stream(block->stream));
+  DeviceCache& dc = cache(device);
+  std::lock_guard<std::mutex> guard(dc.mutex);
+  for (auto* stat : {&dc.stats.allocation, &dc.stats.segment, &dc.stats.active}) {
+    update_stat(*stat, block->small, -1);
+  }
+  for (auto* stat : {&dc.stats.allocated_bytes, &dc.stats.reserved_bytes, &dc.stats.active_bytes,
+                     &dc.stats.requested_bytes}) {
+    update_stat(*stat, block->small, -static_cast<int64_t>(block->size));
+  }
+  dc.stats.num_device_free += 1;
+  report_to_profiler(dc, ptr, -static_cast<int64_t>(block->size));
+  delete block;
+}
+// LITERALINCLUDE END: PLUGGABLE
+
+// LITERALINCLUDE START: HISTORY
+void EmuDeviceAllocator::recordHistory(bool enabled, c10::CachingDeviceAllocator::CreateContextFn gather,
+                                       size_t max_entries,
+                                       c10::CachingDeviceAllocator::RecordContext when) {
+  using c10::CachingDeviceAllocator::RecordContext;
+  TORCH_CHECK(!enabled || when == RecordContext::NEVER || gather != nullptr,
+              "emu allocator: recording stacks needs a context function");
+  gather_.store(enabled ? gather : nullptr);
+  record_when_.store(static_cast<int>(enabled ? when : RecordContext::NEVER));
+  for (c10::DeviceIndex i = 0; i < device_count(); ++i) {
+    DeviceCache& dc = cache(i);
+    std::lock_guard<std::mutex> guard(dc.mutex);
+    // As CUDA's: turning it off (or resizing) starts a new history.
+    dc.trace.clear();
+    dc.trace_next = 0;
+    dc.max_entries = enabled ? max_entries : 0; // 0: block contexts only ("state")
+  }
+  recording_.store(enabled && when != RecordContext::NEVER);
+}
+
+// The context of an allocation (STATE and up) or of a free (ALL only).
+std::shared_ptr<c10::GatheredContext> EmuDeviceAllocator::gather_context(bool on_free) {
+  using c10::CachingDeviceAllocator::RecordContext;
+  const auto when = static_cast<RecordContext>(record_when_.load());
+  auto gather = gather_.load();
+  if (gather == nullptr || (on_free ? when != RecordContext::ALL : when < RecordContext::STATE)) {
+    return nullptr;
+  }
+  return gather();
+}
+// LITERALINCLUDE END: HISTORY
+
+// LITERALINCLUDE START: SNAPSHOT
+// Every segment (allocated, pending and cached blocks, walked from each
+// segment's first block) and the history, as CUDA's snapshot has them.
+AllocatorSnapshot EmuDeviceAllocator::snapshot(c10::MempoolId_t mempool_id, bool include_traces) {
+  using c10::CachingDeviceAllocator::BlockInfo;
+  using c10::CachingDeviceAllocator::SegmentInfo;
+  AllocatorSnapshot out;
+  for (c10::DeviceIndex i = 0; i < device_count(); ++i) {
+    DeviceCache& dc = cache(i);
+    std::lock_guard<std::mutex> guard(dc.mutex);
+    std::vector<Block*> blocks(dc.small_blocks.begin(), dc.small_blocks.end());
+    blocks.insert(blocks.end(), dc.large_blocks.begin(), dc.large_blocks.end());
+    for (const auto& [id, pool] : dc.private_pools) {
+      blocks.insert(blocks.end(), pool->small_blocks.begin(), pool->small_blocks.end());
+      blocks.insert(blocks.end(), pool->large_blocks.begin(), pool->large_blocks.end());
+    }
+    for (const auto& [event, block] : dc.pending_events) {
+      blocks.push_back(block); // may repeat: only segment heads are used below
+    }
+    {
+      std::lock_guard<std::mutex> blocks_guard(blocks_mutex_);
+      for (const auto& [ptr, block] : allocated_blocks_) {
+        if (block->stream.device_index() == i) {
+          blocks.push_back(block);
+        }
+      }
+    }
+    std::set<Block*> heads;
+    for (Block* block : blocks) {
+      if (block->prev == nullptr && (mempool_id == c10::MempoolId_t(0, 0) || pool_id(block) == mempool_id)) {
+        heads.insert(block);
+      }
+    }
+    for (Block* head : heads) {
+      SegmentInfo& segment = out.segments.emplace_back();
+      segment.device = i;
+      segment.address = reinterpret_cast<size_t>(head->ptr);
+      segment.stream = native_stream(head->stream);
+      segment.is_large = !head->small;
+      segment.owner_private_pool_id = pool_id(head);
+      for (const Block* b = head; b != nullptr; b = b->next) {
+        BlockInfo& info = segment.blocks.emplace_back();
+        info.size = b->size;
+        info.requested_size = b->requested_size;
+        info.allocated = b->allocated;
+        info.active = b->allocated || b->event_count > 0;
+        info.context_when_allocated = b->context;
+        segment.total_size += b->size;
+        segment.requested_size += b->requested_size;
+        segment.allocated_size += b->allocated ? b->size : 0;
+        segment.active_size += info.active ? b->size : 0;
+      }
+    }
+    auto& trace = out.device_traces.emplace_back();
+    if (include_traces) {
+      // Oldest first: the ring's tail, then its head.
+      trace.insert(trace.end(), dc.trace.begin() + static_cast<std::ptrdiff_t>(dc.trace_next), dc.trace.end());
+      trace.insert(trace.end(), dc.trace.begin(), dc.trace.begin() + static_cast<std::ptrdiff_t>(dc.trace_next));
+    }
+  }
+  return out;
+}
+// LITERALINCLUDE END: SNAPSHOT
 
 // LITERALINCLUDE START: DEVICE_ALLOCATOR_RECORD_STREAM_API
 // tensor.record_stream(s): the memory is used on `s` too, so on free it must
 // not be reused before the work queued on `s` by then has completed.
 void EmuDeviceAllocator::recordStream(const c10::DataPtr& ptr, c10::Stream stream) {
-  if (ptr.get() == nullptr || ptr.get_deleter() != &deleter) {
-    return; // empty, or not our memory
+  if (ptr.get() == nullptr || ptr.get_deleter() != &deleter || pluggable_ != nullptr) {
+    return; // empty, not our memory, or not cached (pluggable)
   }
   Block* block = find_block(ptr.get());
   if (block == nullptr) {
@@ -461,6 +996,11 @@ void for_each_stat(c10::CachingDeviceAllocator::DeviceStats& s, Fn&& fn) {
                            &s.allocated_bytes, &s.reserved_bytes, &s.active_bytes,
                            &s.inactive_split_bytes, &s.requested_bytes}) {
     for (auto& stat : *array) {
+      fn(stat);
+    }
+  }
+  for (auto& [id, array] : s.reserved_bytes_by_private_pools) {
+    for (auto& stat : array) {
       fn(stat);
     }
   }

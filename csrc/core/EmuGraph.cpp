@@ -18,9 +18,9 @@
 
 #include <array>
 #include <cstring>
-#include <map>
 #include <atomic>
 #include <fstream>
+#include <thread>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -39,91 +39,6 @@ namespace {
 
 constexpr int kMaxDevices = 16;
 
-// ---- the private memory pools ----------------------------------------------
-
-// LITERALINCLUDE START: GRAPH_POOL
-// Every block allocated on a capturing stream is held by its pool until the
-// pool is released (the last graph using it is reset or destroyed) AND the
-// tensor made on it is freed: until both, nothing else can get the memory a
-// replay writes.
-struct PoolBlock {
-  c10::DataPtr memory; // from the caching allocator
-  int holders = 2;     // the pool, and the DataPtr handed out
-};
-
-struct PoolRegistry {
-  std::mutex mu;
-  std::unordered_map<void*, PoolBlock> blocks;
-  // Pool id -> (graphs using it, blocks in it).
-  std::map<c10::MempoolId_t, std::pair<int, std::vector<void*>>> pools;
-  uint64_t next_id = 1;
-};
-PoolRegistry& pool_registry() {
-  static PoolRegistry* const r = new PoolRegistry; // leaked: tensors may die at exit
-  return *r;
-}
-
-void drop_holder_locked(PoolRegistry& r, void* ptr) {
-  auto it = r.blocks.find(ptr);
-  if (--it->second.holders == 0) {
-    c10::DataPtr memory = std::move(it->second.memory);
-    r.blocks.erase(it);
-  }
-}
-
-void pool_block_deleter(void* ptr) {
-  PoolRegistry& r = pool_registry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  drop_holder_locked(r, ptr);
-}
-
-c10::MempoolId_t new_pool_id(bool shared) {
-  PoolRegistry& r = pool_registry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  const uint64_t n = r.next_id++;
-  // Like CUDA: {n, 0} for a handle meant to be shared, {0, n} for a graph's own.
-  return shared ? c10::MempoolId_t{n, 0} : c10::MempoolId_t{0, n};
-}
-
-c10::MempoolId_t use_pool(c10::MempoolId_t id) {
-  if (id.first == 0 && id.second == 0) {
-    id = new_pool_id(/*shared=*/false);
-  }
-  PoolRegistry& r = pool_registry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  r.pools[id].first += 1;
-  return id;
-}
-
-void release_pool(c10::MempoolId_t id) {
-  PoolRegistry& r = pool_registry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  auto it = r.pools.find(id);
-  if (it == r.pools.end() || --it->second.first > 0) {
-    return;
-  }
-  for (void* ptr : it->second.second) {
-    drop_holder_locked(r, ptr);
-  }
-  r.pools.erase(it);
-}
-
-c10::DataPtr allocate_in_pool(c10::MempoolId_t id, size_t nbytes) {
-  c10::DataPtr memory = device_allocator()->allocate(nbytes);
-  void* ptr = memory.get();
-  if (ptr == nullptr) {
-    return memory;
-  }
-  const c10::Device device = memory.device();
-  PoolRegistry& r = pool_registry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  r.pools[id].second.push_back(ptr);
-  r.blocks.emplace(ptr, PoolBlock{std::move(memory)});
-  // The context is the pointer itself, as for the caching allocator's blocks.
-  return c10::DataPtr(ptr, ptr, &pool_block_deleter, device);
-}
-// LITERALINCLUDE END: GRAPH_POOL
-
 // ---- captures in progress ---------------------------------------------------
 
 std::atomic<int> g_captures{0};
@@ -132,7 +47,6 @@ struct CapturedKernel;
 
 struct DeviceCapture {
   c10::StreamId stream = -1; // -1: not capturing
-  c10::MempoolId_t pool{0, 0};
   std::string invalid; // why the capture can no longer succeed ("" if it can)
   std::vector<CapturedKernel*>* kernels = nullptr; // the graph's, in capture order
 };
@@ -146,15 +60,6 @@ void invalidate(c10::DeviceIndex device, const std::string& why) {
   }
 }
 
-// The pool of the capture on `stream`, if it captures.
-std::optional<c10::MempoolId_t> capture_pool(const c10::Stream& stream) {
-  std::lock_guard<std::mutex> lock(g_capture_mu);
-  const DeviceCapture& c = g_capture[stream.device_index()];
-  if (c.stream != stream.id()) {
-    return std::nullopt;
-  }
-  return c.pool;
-}
 
 // ---- captured kernels ---------------------------------------------------------
 
@@ -164,6 +69,7 @@ std::optional<c10::MempoolId_t> capture_pool(const c10::Stream& stream) {
 // every later run is a replay.
 struct CapturedKernel {
   c10::Stream stream;
+  std::thread::id launcher;
   std::string what;
   std::function<void()> replay;
   c10::function_ref<void()> kernel; // valid during the first run only
@@ -182,7 +88,7 @@ thread_local size_t tls_replay_next = 0;
 
 int run_captured(void* user_data) {
   auto* k = static_cast<CapturedKernel*>(user_data);
-  k->error = run_as_kernel(k->stream, [k] {
+  k->error = run_as_kernel(k->stream, k->launcher, [k] {
     if (!k->captured) {
       k->captured = true;
       tls_recording = k;
@@ -220,16 +126,16 @@ std::optional<c10::DataPtr> replayed_block(size_t nbytes) {
 
 } // namespace
 
-c10::MempoolId_t graph_pool_handle() {
-  return new_pool_id(/*shared=*/true);
-}
-
 bool capture_in_progress() {
   return g_captures.load(std::memory_order_relaxed) != 0;
 }
 
 bool is_capturing(const c10::Stream& stream) {
-  return capture_in_progress() && capture_pool(stream).has_value();
+  if (!capture_in_progress()) {
+    return false;
+  }
+  std::lock_guard<std::mutex> lock(g_capture_mu);
+  return g_capture[stream.device_index()].stream == stream.id();
 }
 
 void check_not_capturing(const char* operation) {
@@ -249,18 +155,15 @@ void check_not_capturing(const char* operation) {
 
 // LITERALINCLUDE START: ALLOCATE_DEVICE
 c10::DataPtr allocate_device(size_t nbytes) {
-  if (C10_LIKELY(!capture_in_progress() && tls_replaying == nullptr)) {
-    return device_allocator()->allocate(nbytes);
+  if (C10_UNLIKELY(tls_replaying != nullptr)) {
+    if (std::optional<c10::DataPtr> block = replayed_block(nbytes)) {
+      return std::move(*block);
+    }
   }
-  if (std::optional<c10::DataPtr> block = replayed_block(nbytes)) {
-    return std::move(*block);
-  }
-  const std::optional<c10::MempoolId_t> pool = capture_pool(current_stream());
-  if (!pool.has_value() || tls_replaying != nullptr) {
-    return device_allocator()->allocate(nbytes);
-  }
-  c10::DataPtr data = allocate_in_pool(*pool, nbytes);
-  if (tls_recording != nullptr && data.get() != nullptr) {
+  // During a capture the allocator serves the capturing stream from the
+  // graph's private pool (beginAllocateToPool in capture_begin).
+  c10::DataPtr data = device_allocator()->allocate(nbytes);
+  if (C10_UNLIKELY(tls_recording != nullptr) && data.get() != nullptr) {
     tls_recording->allocations.emplace_back(data.get(), nbytes);
   }
   return data;
@@ -276,7 +179,7 @@ void launch_captured(const c10::Stream& stream, c10::function_ref<void()> kernel
     TORCH_CHECK_NOT_IMPLEMENTED(false, why, " (it has no replayable form); the capture is invalidated. "
                                 "Run it outside the captured region.");
   }
-  auto* k = new CapturedKernel{stream, what, (*make_replay)(), kernel, at::ThreadLocalState()};
+  auto* k = new CapturedKernel{stream, launching_thread(), what, (*make_replay)(), kernel, at::ThreadLocalState()};
   emuStream_t native = native_stream(stream);
   const emuError_t attached = emuStreamAttachToCapture(native, k, &destroy_captured);
   if (attached != emuSuccess) {
@@ -317,7 +220,6 @@ class EmuGraphImpl final : public at::GraphImplInterface {
                 " (as on CUDA): capture under `with torch.emu.stream(torch.emu.Stream()):`, or use "
                 "torch.emu.graph(...), which does that for you.");
     const c10::DeviceIndex device = stream.device_index();
-    pool_ = use_pool(pool);
     // The kernels run once while captured: draws they make from the default
     // generator must not show, as on a device where capture runs nothing.
     generator_ = default_generator(device);
@@ -326,13 +228,23 @@ class EmuGraphImpl final : public at::GraphImplInterface {
       std::lock_guard<std::mutex> lock(g_capture_mu);
       TORCH_CHECK(g_capture[device].stream < 0, "emu:", static_cast<int>(device),
                   " is capturing another graph already (one capture per device at a time)");
-      g_capture[device] = DeviceCapture{stream.id(), pool_, "", &kernels_};
+      g_capture[device] = DeviceCapture{stream.id(), "", &kernels_};
     }
     g_captures.fetch_add(1);
+    // LITERALINCLUDE START: GRAPH_POOL
+    // Everything allocated on the capturing stream comes from a private pool
+    // (the caching allocator's, as on CUDA): replays write that memory, so
+    // nothing outside the graph (and the graphs sharing its pool) may get it
+    // until the graph is reset.
+    pool_ = pool.first == 0 && pool.second == 0 ? EmuDeviceAllocator::graph_pool_handle(/*is_user_created=*/false)
+                                                : pool;
+    device_allocator()->beginAllocateToPool(device, pool_, [stream](c10::Stream s) { return s == stream; });
+    // LITERALINCLUDE END: GRAPH_POOL
     const emuError_t begun = emuStreamBeginCapture(native_stream(stream));
     if (begun != emuSuccess) {
       stop_capture(device);
-      release_pool(pool_);
+      device_allocator()->endAllocateToPool(device, pool_);
+      device_allocator()->releasePool(device, pool_);
       EMU_CHECK(begun);
     }
     stream_ = stream;
@@ -344,6 +256,7 @@ class EmuGraphImpl final : public at::GraphImplInterface {
     capturing_ = false;
     const c10::DeviceIndex device = stream_->device_index();
     const std::string invalid = stop_capture(device);
+    device_allocator()->endAllocateToPool(device, pool_);
     emuGraph_t graph = nullptr;
     const emuError_t ended = emuStreamEndCapture(native_stream(*stream_), &graph);
     generator_.set_state(generator_state_);
@@ -352,7 +265,7 @@ class EmuGraphImpl final : public at::GraphImplInterface {
         (void)emuGraphDestroy(graph);
       }
       kernels_.clear();
-      release_pool(pool_);
+      device_allocator()->releasePool(device, pool_);
       TORCH_CHECK(invalid.empty(), "Emu graph capture failed: ", invalid);
       EMU_CHECK(ended);
     }
@@ -392,7 +305,7 @@ class EmuGraphImpl final : public at::GraphImplInterface {
     if (graph_ != nullptr) {
       (void)emuGraphDestroy(graph_);
       graph_ = nullptr;
-      release_pool(pool_);
+      device_allocator()->releasePool(stream_->device_index(), pool_);
     }
     kernels_.clear();
     instantiated_ = false;

@@ -27,9 +27,6 @@ void check_not_capturing(const char* operation);
 c10::DataPtr allocate_device(size_t nbytes);
 // LITERALINCLUDE END: GRAPH_ALLOCATE
 
-// A pool id no graph uses yet (torch.emu.graph_pool_handle()).
-c10::MempoolId_t graph_pool_handle();
-
 // Called by launch_kernel for a launch onto a capturing stream: records the
 // kernel into the graph and runs it once (its results are needed now).
 // `make_replay` (null: the kernel cannot be captured) returns a closure that

@@ -14,6 +14,7 @@ namespace {
 
 thread_local c10::DeviceIndex tls_kernel_device = -1;
 thread_local c10::StreamId tls_kernel_stream = -1;
+thread_local std::thread::id tls_launcher; // valid while tls_kernel_device >= 0
 c10::DeleterFnPtr cpu_raw_deleter = nullptr;
 
 // Kernels also use raw_allocate/raw_deallocate for scratch space; a raw
@@ -69,22 +70,25 @@ struct Launch {
   c10::function_ref<void()> kernel;
   c10::Stream stream;
   std::exception_ptr error;
+  std::thread::id launcher;
 };
 
 // Runs on the launching thread (stream idle) or on the stream's worker.
 int run_kernel(void* user_data) {
   auto* launch = static_cast<Launch*>(user_data);
-  launch->error = run_as_kernel(launch->stream, launch->kernel);
+  launch->error = run_as_kernel(launch->stream, launch->launcher, launch->kernel);
   return launch->error ? 1 : 0;
 }
 
 } // namespace
 
 // LITERALINCLUDE START: RUN_KERNEL
-std::exception_ptr run_as_kernel(const c10::Stream& stream, c10::function_ref<void()> body) {
+std::exception_ptr run_as_kernel(const c10::Stream& stream, std::thread::id launcher,
+                                 c10::function_ref<void()> body) {
   const c10::DeviceIndex device = stream.device_index();
   const c10::DeviceIndex outer_kernel = tls_kernel_device;
   const c10::StreamId outer_kernel_stream = tls_kernel_stream;
+  const std::thread::id outer_launcher = tls_launcher;
   int outer_device = 0;
   (void)emuGetDevice(&outer_device);
   const bool switch_device = outer_device != device; // usually the same
@@ -96,6 +100,7 @@ std::exception_ptr run_as_kernel(const c10::Stream& stream, c10::function_ref<vo
     const c10::Stream outer_stream = exchange_stream(stream);
     tls_kernel_device = device;
     tls_kernel_stream = stream.id();
+    tls_launcher = launcher;
     try {
       body();
     } catch (...) {
@@ -107,6 +112,7 @@ std::exception_ptr run_as_kernel(const c10::Stream& stream, c10::function_ref<vo
   }
   tls_kernel_device = outer_kernel;
   tls_kernel_stream = outer_kernel_stream;
+  tls_launcher = outer_launcher;
   if (switch_device) {
     (void)emuSetDevice(outer_device);
   }
@@ -145,7 +151,7 @@ void launch_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel, 
     launch_captured(stream, kernel, nullptr, what);
     return;
   }
-  Launch launch{kernel, stream, nullptr};
+  Launch launch{kernel, stream, nullptr, launching_thread()};
   emuStream_t native = native_stream(stream);
   const emuError_t launched = emuLaunchKernel(native, &run_kernel, &launch);
   // Waiting also makes the kernel's results (and errors) visible here. A
@@ -161,6 +167,10 @@ void launch_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel, 
 
 c10::DeviceIndex kernel_device() {
   return tls_kernel_device;
+}
+
+std::thread::id launching_thread() {
+  return tls_kernel_device >= 0 ? tls_launcher : std::this_thread::get_id();
 }
 
 } // namespace torch_emu

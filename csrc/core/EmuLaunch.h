@@ -7,6 +7,7 @@
 
 #include <exception>
 #include <functional>
+#include <thread>
 
 namespace torch_emu {
 
@@ -27,12 +28,18 @@ void launch_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel,
                    c10::function_ref<std::function<void()>()> make_replay,
                    const char* what = __builtin_FUNCTION());
 
-// Runs `body` as device work of `stream` on this thread (current device and
-// stream, kernel allocator); returns what it threw. For the runtime's
-// launches (launch_kernel, captured kernels of graphs).
-std::exception_ptr run_as_kernel(const c10::Stream& stream, c10::function_ref<void()> body);
+// Runs `body` as device work of `stream`, launched by `launcher`, on this
+// thread (current device and stream, kernel allocator); returns what it
+// threw. For the runtime's launches (launch_kernel, captured kernels of graphs).
+std::exception_ptr run_as_kernel(const c10::Stream& stream, std::thread::id launcher,
+                                 c10::function_ref<void()> body);
 
 // The device whose work the calling thread is running, or -1 outside kernels.
 c10::DeviceIndex kernel_device();
+
+// The thread that launched the kernel the calling thread runs (the outermost
+// launcher for nested launches), or the calling thread outside kernels: whose
+// behalf allocations are made on (torch.emu.use_mem_pool routes by it).
+std::thread::id launching_thread();
 
 } // namespace torch_emu

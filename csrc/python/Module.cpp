@@ -51,6 +51,7 @@ void init_serialization_bindings(pybind11::module& m); // SerializationBindings.
 void init_compile_bindings(pybind11::module& m); // CompileBindings.cpp
 void init_storage_bindings(pybind11::module& m); // StorageBindings.cpp
 void init_graph_bindings(pybind11::module& m); // GraphBindings.cpp
+void init_memory_bindings(pybind11::module& m); // MemoryBindings.cpp
 
 // LITERALINCLUDE START: PYTHON_BINDINGS
 PYBIND11_MODULE(_C, m) {
@@ -105,6 +106,7 @@ PYBIND11_MODULE(_C, m) {
   init_compile_bindings(m);
   init_storage_bindings(m);
   init_graph_bindings(m);
+  init_memory_bindings(m);
 }
 // LITERALINCLUDE END: PYTHON_BINDINGS
 

@@ -110,7 +110,8 @@ class graph:
 
     def __enter__(self) -> None:
         torch.emu.synchronize()
-        gc.collect()
+        if torch.compiler.config.force_cudagraph_gc:  # as torch.cuda.graph
+            gc.collect()
         torch.emu.empty_cache()
         self.stream_ctx.__enter__()
         try:
@@ -233,6 +234,10 @@ class _Entry:
         self.static_grad_outputs = tuple(torch.empty_like(o) if o.requires_grad else None for o in self.static_outputs)
         with graph(self.bwd_graph, pool=mempool):
             grads = self._backward(self.static_outputs, self.static_grad_outputs)
+        # The graphs keep what they use alive; the autograd graph of the
+        # capture (and the gradient accumulators it holds, made on the capture
+        # stream) can go.
+        self.static_outputs = tuple(o.detach() for o in self.static_outputs)
         # One gradient (or None) per element of the surface.
         grads = iter(grads)
         self.static_grad_surface = tuple(next(grads) if t.requires_grad else None for t in self.surface)
