@@ -342,3 +342,16 @@ def test_random_ops_advance_per_replay_like_eager(baseline_memory):
         assert torch.equal(rg, torch.randn(16, device="emu").cpu())
     assert not torch.equal(replays[0][1], replays[1][1])
     del g, d, r, x
+
+
+# ---- the runtime API itself ---------------------------------------------------------
+
+
+def test_runtime_stream_capture(tmp_path):
+    """tests/native/test_graphs.cpp against the runtime alone (no torch)."""
+    from test_runtime_native import NATIVE, RUNTIME_SOURCES, _compile, _run
+
+    binary = _compile(tmp_path / "test_graphs", *RUNTIME_SOURCES, str(NATIVE / "test_graphs.cpp"))
+    result = _run([binary])
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "all graph checks passed" in result.stdout

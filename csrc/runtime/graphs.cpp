@@ -115,19 +115,29 @@ extern "C" {
 emuError_t emuStreamBeginCapture(emuStream_t stream) {
   EMU_API_ENTER();
   if (stream == nullptr) return set_error(emuErrorInvalidResourceHandle, "emuStreamBeginCapture: stream is null");
-  if (emuError_t err = emuStreamSynchronize(stream)) return err;  // also validates the handle
-  emu::Capture capture;
-  capture.device = emu::stream_device(stream);
   emu::Captures& c = emu::captures();
-  std::lock_guard<std::mutex> lock(c.mu);
-  for (const auto& [other, running] : c.by_stream) {
-    if (other == stream || running.device == capture.device) {
-      return set_error(emuErrorInvalidValue,
-                       "emuStreamBeginCapture: %s on emu:%d is capturing already (one capture per "
-                       "device at a time)",
-                       other == stream ? "this stream" : "another stream", capture.device);
+  // Checked before and after waiting for the stream's earlier work (which
+  // must not be waited for if the stream captures already).
+  const auto check_free = [&](int device) -> emuError_t {
+    for (const auto& [other, running] : c.by_stream) {
+      if (other == stream || running.device == device) {
+        return set_error(emuErrorInvalidValue,
+                         "emuStreamBeginCapture: %s on emu:%d is capturing already (one capture "
+                         "per device at a time)",
+                         other == stream ? "this stream" : "another stream", device);
+      }
     }
+    return emuSuccess;
+  };
+  emu::Capture capture;
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    if (c.by_stream.count(stream) != 0) return check_free(c.by_stream.at(stream).device);
   }
+  if (emuError_t err = emuStreamSynchronize(stream)) return err;  // also validates the handle
+  capture.device = emu::stream_device(stream);
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (emuError_t err = check_free(capture.device)) return err;
   emu::snapshot_device_memory(capture.device, &capture.memory);
   capture.graph = new emuGraph;
   c.by_stream.emplace(stream, std::move(capture));
