@@ -110,6 +110,8 @@ void destroy_captured(void* user_data) {
   delete static_cast<CapturedKernel*>(user_data);
 }
 
+void keep_block(void* /*ptr*/) {}
+
 // Replay memory: the block the same allocation got when the kernel was
 // captured. A replay that allocates differently (a size that does not match)
 // gets ordinary memory for that allocation.
@@ -120,8 +122,9 @@ std::optional<c10::DataPtr> replayed_block(size_t nbytes) {
     return std::nullopt;
   }
   void* ptr = k->allocations[tls_replay_next++].first;
-  // Not owning: the graph's pool holds the block.
-  return c10::DataPtr(ptr, c10::Device(c10::DeviceType::PrivateUse1, k->stream.device_index()));
+  // Not owning: the graph's pool holds the block. The context is the pointer
+  // itself, as raw_allocate requires; raw frees of it are skipped.
+  return c10::DataPtr(ptr, ptr, &keep_block, c10::Device(c10::DeviceType::PrivateUse1, k->stream.device_index()));
 }
 
 } // namespace
@@ -151,6 +154,19 @@ void check_not_capturing(const char* operation) {
                                    " captures a graph (the captured work has not run yet)");
   invalidate(stream.device_index(), why);
   TORCH_CHECK(false, why, "; the capture is invalidated");
+}
+
+bool is_replayed_block(const void* ptr) {
+  const CapturedKernel* k = tls_replaying;
+  if (k == nullptr) {
+    return false;
+  }
+  for (const auto& [block, nbytes] : k->allocations) {
+    if (block == ptr) {
+      return true;
+    }
+  }
+  return false;
 }
 
 // LITERALINCLUDE START: ALLOCATE_DEVICE

@@ -27,6 +27,10 @@ void check_not_capturing(const char* operation);
 c10::DataPtr allocate_device(size_t nbytes);
 // LITERALINCLUDE END: GRAPH_ALLOCATE
 
+// Whether `ptr` is a block allocate_device handed to the kernel replaying on
+// this thread (a raw free of it must not free the graph's memory).
+bool is_replayed_block(const void* ptr);
+
 // Called by launch_kernel for a launch onto a capturing stream: records the
 // kernel into the graph and runs it once (its results are needed now).
 // `make_replay` (null: the kernel cannot be captured) returns a closure that

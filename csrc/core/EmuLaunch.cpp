@@ -20,6 +20,9 @@ c10::DeleterFnPtr cpu_raw_deleter = nullptr;
 // Kernels also use raw_allocate/raw_deallocate for scratch space; a raw
 // pointer is freed by whichever allocator it came from.
 void raw_delete(void* ptr) {
+  if (C10_UNLIKELY(is_replayed_block(ptr))) {
+    return; // the graph's memory, lent to a replaying kernel
+  }
   if (is_device_ptr(ptr)) {
     device_allocator()->raw_deleter()(ptr);
   } else {
