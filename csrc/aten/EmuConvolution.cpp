@@ -25,7 +25,7 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
   HostAliases aliases;
   const at::Tensor x = aliases.alias(input), w = aliases.alias(weight);
   const std::optional<at::Tensor> b = aliases.alias(bias);
-  // By value: a graph replays it (EmuGraph.h), the aliases keeping the memory.
+  // By value: a graph replays it (EmuGraph.h), the emu storages kept alive.
   auto run = [x, w, b, stride = stride.vec(), padding = padding.vec(), dilation = dilation.vec(), transposed,
               output_padding = output_padding.vec(), groups] {
     return at::convolution(x, w, b, stride, padding, dilation, transposed, output_padding, groups);
@@ -33,7 +33,7 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
   at::Tensor out;
   launch_kernel(
       current_stream(input.device().index()), [&] { out = run(); },
-      [&]() -> std::function<void()> { return [run, aliases] { (void)run(); }; });
+      [&]() -> std::function<void()> { return [run, memory = aliases.emu_storages()] { (void)run(); }; });
   return aliases.to_emu(out, input.device().index());
 }
 
@@ -53,7 +53,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
   std::tuple<at::Tensor, at::Tensor, at::Tensor> grads;
   launch_kernel(
       current_stream(input.device().index()), [&] { grads = run(); },
-      [&]() -> std::function<void()> { return [run, aliases] { (void)run(); }; });
+      [&]() -> std::function<void()> { return [run, memory = aliases.emu_storages()] { (void)run(); }; });
   const c10::DeviceIndex device = input.device().index();
   return {aliases.to_emu(std::get<0>(grads), device), aliases.to_emu(std::get<1>(grads), device),
           aliases.to_emu(std::get<2>(grads), device)};

@@ -81,7 +81,7 @@ at::Tensor copy_within_device(const at::Tensor& src, const at::Tensor& dst, bool
   at::Tensor src_alias = aliases.alias(src);
   launch_kernel(
       stream, [&] { dst_alias.copy_(src_alias); },
-      [&]() -> std::function<void()> { return [aliases, dst_alias, src_alias]() mutable { dst_alias.copy_(src_alias); }; });
+      [&]() -> std::function<void()> { return [memory = aliases.emu_storages(), dst_alias, src_alias] { dst_alias.copy_(src_alias); }; });
   return dst;
 }
 // LITERALINCLUDE END: COPY_WITHIN_DEVICE

@@ -175,12 +175,12 @@ void run_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10:
   }
 
   // 3. Run the CPU kernel as a kernel on the device's current stream. In a
-  // graph, a replay runs it again on a copy of the rewritten arguments; the
-  // aliases keep their emu storages alive.
+  // graph, a replay runs it again on a copy of the rewritten arguments, their
+  // emu storages kept alive.
   launch_kernel(
       current_stream(device), [&] { op.redispatchBoxed(c10::DispatchKeySet(cpu_key), stack); },
       [&]() -> std::function<void()> {
-        return [op, cpu_key, aliases, args = std::vector<c10::IValue>(args.begin(), args.end())] {
+        return [op, cpu_key, memory = aliases.emu_storages(), args = std::vector<c10::IValue>(args.begin(), args.end())] {
           torch::jit::Stack replay_stack(args);
           op.redispatchBoxed(c10::DispatchKeySet(cpu_key), &replay_stack);
         };

@@ -74,7 +74,7 @@ at::Tensor& zero_(at::Tensor& self) {
   }
   kernel::run_on(
       kernel::common_device(self), [&] { std::memset(self.data_ptr(), 0, self.nbytes()); },
-      [&]() -> std::function<void()> { return [self] { std::memset(self.data_ptr(), 0, self.nbytes()); }; });
+      [&]() -> std::function<void()> { return [self = kernel::keep(self)] { std::memset(self.data_ptr(), 0, self.nbytes()); }; });
   return self;
 }
 

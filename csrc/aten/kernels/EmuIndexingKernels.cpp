@@ -32,7 +32,7 @@ at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
       [&]() -> std::function<void()> {
         // impl() only reads op's outputs through `out`: a replay can reuse the
         // facts and op of this call by value.
-        return [op_facts = facts, inputs = kernel::keep(tensors), out = at::Tensor(*op.outputs[0])] {
+        return [op_facts = facts, inputs = kernel::keep(tensors), out = kernel::keep(*op.outputs[0])] {
           kernel::NewOutputs<structured_cat_out_cpu, 1> replay_op(/*on_host=*/false);
           replay_op.impl(inputs, op_facts.dim, op_facts.valid, op_facts.all_contiguous, op_facts.all_same_dtype,
                          op_facts.all_same_sizes_and_stride, op_facts.memory_format, out);

@@ -95,10 +95,17 @@ decltype(auto) run_on(c10::DeviceIndex device, Fn&& fn, MakeReplay&& make_replay
 // A captured kernel runs again at each replay of its graph, after the call
 // that launched it has returned: its replay closure keeps owning copies of the
 // arguments (keep) and hands them to the CPU function in its types (borrow).
-// Tensors are shared, not copied: the replay works on the same memory.
+// Tensors are shared, not copied: the replay works on the same memory, without
+// their autograd history (which would keep the capture's autograd graph alive).
 template <typename T>
 std::decay_t<T> keep(const T& x) {
   return x;
+}
+inline at::Tensor keep(const at::Tensor& x) {
+  return x.defined() ? x.variable_data() : x;
+}
+inline std::optional<at::Tensor> keep(const std::optional<at::Tensor>& x) {
+  return x.has_value() ? std::optional<at::Tensor>(keep(*x)) : std::nullopt;
 }
 template <typename E>
 std::vector<E> keep(c10::ArrayRef<E> x) {
@@ -112,7 +119,14 @@ inline std::string keep(std::string_view x) {
   return std::string(x);
 }
 inline std::vector<at::Tensor> keep(const at::ITensorListRef& x) {
-  return std::vector<at::Tensor>(x.begin(), x.end());
+  std::vector<at::Tensor> kept;
+  for (const at::Tensor& t : x) {
+    kept.push_back(keep(t));
+  }
+  return kept;
+}
+inline std::vector<at::Tensor> keep(at::TensorList x) {
+  return keep(at::ITensorListRef(x));
 }
 
 template <typename T>
@@ -461,7 +475,7 @@ struct Structured<Impl, N, void (Base::*)(Self, Rest...)> {
   // made at capture (as is) or into the blocks they got then (on host).
   template <size_t... I>
   static std::array<at::Tensor, N> outputs_of(NewOutputs<Impl, N>& op, std::index_sequence<I...>) {
-    return {*op.outputs[I]...};
+    return {keep(*op.outputs[I])...};
   }
 
   template <typename S, typename... R>

@@ -76,7 +76,7 @@ void emu_fill_kernel(at::TensorIterator& iter, const c10::Scalar& value) {
   launch_kernel(
       stream_of(iter), [&] { fill_on_device(iter, value); },
       [&]() -> std::function<void()> {
-        return [out = iter.tensor(0), value] {
+        return [out = iter.tensor(0).variable_data(), value] {
           auto replay = at::TensorIteratorConfig()
                             .set_check_mem_overlap(false)
                             .check_all_same_dtype(false)
@@ -113,7 +113,7 @@ void emu_abs_kernel(at::TensorIteratorBase& iter) {
   launch_kernel(
       stream_of(iter), [&] { abs_on_device(iter); },
       [&]() -> std::function<void()> {
-        return [out = iter.tensor(0), in = iter.tensor(1)]() mutable {
+        return [out = iter.tensor(0).variable_data(), in = iter.tensor(1).variable_data()]() mutable {
           auto replay = at::TensorIterator::unary_op(out, in);
           abs_on_device(replay);
         };
