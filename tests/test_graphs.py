@@ -382,3 +382,19 @@ def test_runtime_stream_capture(tmp_path):
     result = _run([binary])
     assert result.returncode == 0, result.stdout + result.stderr
     assert "all graph checks passed" in result.stdout
+
+
+def test_graph_on_a_given_stream_of_another_device(baseline_memory):
+    assert torch.emu.Graph is torch.emu.EmuGraph
+    stream = torch.emu.Stream(device=1)
+    x = torch.ones(6, device="emu:1")
+    g = torch.emu.Graph()
+    with torch.emu.device(1), torch.emu.graph(g, stream=stream, capture_error_mode="thread_local"):
+        assert torch.emu.current_stream(1) == stream and torch.emu.is_current_stream_capturing()
+        y = x.cumsum(0) * 2
+    assert torch.emu.current_stream(1) == torch.emu.default_stream(1)
+    with torch.emu.device(1):
+        g.replay()
+    assert y.device == torch.device("emu:1")
+    assert y.cpu().tolist() == [2.0, 4.0, 6.0, 8.0, 10.0, 12.0]
+    del g, x, y
