@@ -76,8 +76,9 @@ def test_compared_submodules_match(module):
 
 
 def _parameter_names(obj) -> list[str] | None:
+    """Parameter names, renamed as names are (``cuda_graph`` -> ``emu_graph``)."""
     try:
-        return list(inspect.signature(obj).parameters)
+        return [emu_name(p) for p in inspect.signature(obj).parameters]
     except (TypeError, ValueError):  # builtins (exception classes) have none
         return None
 

@@ -272,6 +272,26 @@ def test_bad_arguments(baseline_memory):
     del g, x
 
 
+@pytest.mark.parametrize("flag", ["enable_annotations", "check_input_liveness"])
+def test_cuda_debugging_flags_say_why_they_do_not_apply(flag, baseline_memory):
+    with pytest.raises(RuntimeError, match=f"{flag}=True"):
+        torch.emu.graph(torch.emu.EmuGraph(), **{flag: True})
+
+
+def test_graph_keeps_its_inputs_memory(baseline_memory):
+    # Why check_input_liveness has nothing to check: a deleted input is not
+    # freed while the graph can still replay.
+    x = torch.ones(4096, device="emu")
+    g, y = capture(lambda: x * 2)
+    before = torch.emu.memory_allocated()
+    del x
+    assert torch.emu.memory_allocated() == before
+    g.replay()
+    torch.emu.synchronize()
+    assert torch.equal(y.cpu(), torch.full((4096,), 2.0))
+    del g, y
+
+
 # ---- status, pools, reset -------------------------------------------------------
 
 

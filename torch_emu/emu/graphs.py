@@ -97,7 +97,23 @@ class graph:
         pool: Optional[tuple[int, int]] = None,
         stream: Optional[torch.Stream] = None,
         capture_error_mode: str = "global",
+        enable_annotations: bool = False,
+        check_input_liveness: bool = False,
     ):
+        # torch.cuda.graph's two debugging aids have nothing to work on here:
+        # annotations label kernels in CUDA's driver (emu's kernels are named
+        # in the profiler instead), and an emu graph holds the memory of its
+        # inputs until reset(), so no input can be freed before a replay.
+        if enable_annotations:
+            raise RuntimeError(
+                "torch.emu.graph(enable_annotations=True): kernel annotations are recorded by CUDA's driver "
+                "(cuda.bindings); emu has none. Use torch.profiler, which names every emu kernel."
+            )
+        if check_input_liveness:
+            raise RuntimeError(
+                "torch.emu.graph(check_input_liveness=True): an emu graph keeps its inputs' memory alive until "
+                "reset(), so replay cannot read freed memory and there is nothing to check."
+            )
         if stream is None:
             if graph.default_capture_stream is None:
                 graph.default_capture_stream = torch.emu.Stream()
