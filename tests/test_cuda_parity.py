@@ -42,25 +42,12 @@ COMPARED_SUBMODULES = ["comm"]
 # LITERALINCLUDE END: PARITY_RULE
 
 
-# TEMPORARY: the names the memory, graphs and IPC branches implement. The lead
-# deletes this set when merging those branches.
-PENDING_OTHER_BRANCHES = {
-    # graphs
-    "EmuGraph",
-    "graph",
-    "graph_pool_handle",
-    "make_graphed_callables",
-    "is_current_stream_capturing",
-}
-
-
 def test_every_cuda_name_is_on_emu_or_not_applicable():
     missing = [
         name
         for name in cuda_public_names()
         if not hasattr(torch.emu, emu_name(name))
         and emu_name(name) not in NOT_APPLICABLE
-        and emu_name(name) not in PENDING_OTHER_BRANCHES
     ]
     assert missing == [], f"torch.cuda names missing from torch.emu: {missing}"
 
@@ -89,16 +76,16 @@ def test_compared_submodules_match(module):
 
 
 def _parameter_names(obj) -> list[str] | None:
+    """Parameter names, renamed as names are (``cuda_graph`` -> ``emu_graph``)."""
     try:
-        return list(inspect.signature(obj).parameters)
+        return [emu_name(p) for p in inspect.signature(obj).parameters]
     except (TypeError, ValueError):  # builtins (exception classes) have none
         return None
 
 
 @pytest.mark.parametrize("name", cuda_public_names())
 def test_signature_matches(name):
-    if not hasattr(torch.emu, emu_name(name)):
-        pytest.skip(f"{emu_name(name)} is pending on another branch")
+    assert hasattr(torch.emu, emu_name(name)), f"torch.emu.{emu_name(name)} is missing"
     cuda_obj, emu_obj = getattr(torch.cuda, name), getattr(torch.emu, emu_name(name))
     if not callable(cuda_obj):  # has_half, default_generators...
         assert type(emu_obj) is type(cuda_obj)

@@ -233,3 +233,25 @@ def test_hogwild(baseline_memory):
     del model, data, target
     collected_memory()  # the workers exited; their references came back
 # LITERALINCLUDE END: HOGWILD_TEST
+
+
+def test_out_of_memory_first_frees_what_receivers_let_go(server, baseline_memory):
+    # As on CUDA, an allocation that does not fit collects the memory kept
+    # only for receivers that have since dropped it before raising OOM.
+    collected_memory()
+    torch.emu.empty_cache()
+    size = 12 << 20  # a segment of its own size (smaller ones share 20 MiB segments)
+    total = torch.emu.get_device_properties(0).total_memory
+    cap = torch.emu.memory_reserved(0) + size + size // 2  # room for one such tensor, not two
+    torch.emu.set_per_process_memory_fraction(cap / total, 0)
+    try:
+        t = torch.ones(size // 4, device="emu")
+        server("hold", "big", t)
+        del t  # kept for the receiver
+        server("drop", "big")  # the receiver let go; nothing collected it yet
+        u = torch.zeros(size // 4, device="emu")  # fits only once that memory is freed
+        assert torch.count_nonzero(u).item() == 0
+        del u
+    finally:
+        torch.emu.set_per_process_memory_fraction(1.0, 0)
+    collected_memory()

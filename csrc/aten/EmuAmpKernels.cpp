@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <functional>
 
 #include "aten/EmuHostAlias.h"
 #include "core/EmuLaunch.h"
@@ -107,7 +108,8 @@ void amp_foreach_non_finite_check_and_unscale(at::TensorList grads, at::Tensor& 
   at::Tensor found_alias = aliases.alias(found_inf);
   at::Tensor inv_alias = aliases.alias(inv_scale);
 
-  launch_kernel(current_stream(device.index()), [&] {
+  // By value: a graph replays it (EmuGraph.h), the emu storages kept alive.
+  auto run = [grad_aliases, found_alias, inv_alias] {
     const float inv = *inv_alias.const_data_ptr<float>();
     bool non_finite = false;
     for (const at::Tensor& g : grad_aliases) {
@@ -118,7 +120,8 @@ void amp_foreach_non_finite_check_and_unscale(at::TensorList grads, at::Tensor& 
     if (non_finite) {
       *found_alias.mutable_data_ptr<float>() = 1.0f; // only ever set, never cleared
     }
-  });
+  };
+  launch_kernel(current_stream(device.index()), run, [&]() -> std::function<void()> { return [run, memory = aliases.emu_storages()] { run(); }; });
 }
 // LITERALINCLUDE END: AMP_UNSCALE
 
@@ -141,7 +144,7 @@ at::Tensor& amp_update_scale(at::Tensor& scale, at::Tensor& growth_tracker, cons
   at::Tensor tracker_alias = aliases.alias(growth_tracker);
   at::Tensor found_alias = aliases.alias(found_inf);
 
-  launch_kernel(current_stream(device.index()), [&] {
+  auto run = [scale_alias, tracker_alias, found_alias, growth_factor, backoff_factor, growth_interval] {
     float* s = scale_alias.mutable_data_ptr<float>();
     int32_t* tracker = tracker_alias.mutable_data_ptr<int32_t>();
     if (*found_alias.const_data_ptr<float>() > 0.0f) {
@@ -159,7 +162,8 @@ at::Tensor& amp_update_scale(at::Tensor& scale, at::Tensor& growth_tracker, cons
     } else {
       *tracker = successful;
     }
-  });
+  };
+  launch_kernel(current_stream(device.index()), run, [&]() -> std::function<void()> { return [run, memory = aliases.emu_storages()] { run(); }; });
   return scale;
 }
 // LITERALINCLUDE END: AMP_UPDATE_SCALE

@@ -7,6 +7,8 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <functional>
+
 #include "aten/EmuHostAlias.h"
 #include "core/EmuLaunch.h"
 #include "core/EmuStream.h"
@@ -23,10 +25,15 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
   HostAliases aliases;
   const at::Tensor x = aliases.alias(input), w = aliases.alias(weight);
   const std::optional<at::Tensor> b = aliases.alias(bias);
+  // By value: a graph replays it (EmuGraph.h), the emu storages kept alive.
+  auto run = [x, w, b, stride = stride.vec(), padding = padding.vec(), dilation = dilation.vec(), transposed,
+              output_padding = output_padding.vec(), groups] {
+    return at::convolution(x, w, b, stride, padding, dilation, transposed, output_padding, groups);
+  };
   at::Tensor out;
-  launch_kernel(current_stream(input.device().index()), [&] {
-    out = at::convolution(x, w, b, stride, padding, dilation, transposed, output_padding, groups);
-  });
+  launch_kernel(
+      current_stream(input.device().index()), [&] { out = run(); },
+      [&]() -> std::function<void()> { return [run, memory = aliases.emu_storages()] { (void)run(); }; });
   return aliases.to_emu(out, input.device().index());
 }
 
@@ -38,11 +45,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
   HostAliases aliases;
   const at::Tensor go = aliases.alias(grad_output), x = aliases.alias(input), w = aliases.alias(weight);
   const int64_t out_channels = transposed ? weight.size(1) * groups : weight.size(0);
+  auto run = [go, x, w, out_channels, stride = stride.vec(), padding = padding.vec(), dilation = dilation.vec(),
+              transposed, output_padding = output_padding.vec(), groups, output_mask] {
+    return at::convolution_backward(go, x, w, std::vector<int64_t>{out_channels}, stride, padding, dilation,
+                                    transposed, output_padding, groups, output_mask);
+  };
   std::tuple<at::Tensor, at::Tensor, at::Tensor> grads;
-  launch_kernel(current_stream(input.device().index()), [&] {
-    grads = at::convolution_backward(go, x, w, std::vector<int64_t>{out_channels}, stride, padding, dilation,
-                                     transposed, output_padding, groups, output_mask);
-  });
+  launch_kernel(
+      current_stream(input.device().index()), [&] { grads = run(); },
+      [&]() -> std::function<void()> { return [run, memory = aliases.emu_storages()] { (void)run(); }; });
   const c10::DeviceIndex device = input.device().index();
   return {aliases.to_emu(std::get<0>(grads), device), aliases.to_emu(std::get<1>(grads), device),
           aliases.to_emu(std::get<2>(grads), device)};

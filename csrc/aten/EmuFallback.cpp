@@ -6,6 +6,7 @@
 #include <torch/library.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 
 #include "aten/EmuDeviceCheck.h"
@@ -173,10 +174,18 @@ void run_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10:
     }
   }
 
-  // 3. Run the CPU kernel as a kernel on the device's current stream.
-  launch_kernel(current_stream(device), [&] {
-    op.redispatchBoxed(c10::DispatchKeySet(cpu_key), stack);
-  });
+  // 3. Run the CPU kernel as a kernel on the device's current stream. In a
+  // graph, a replay runs it again on a copy of the rewritten arguments, their
+  // emu storages kept alive.
+  launch_kernel(
+      current_stream(device), [&] { op.redispatchBoxed(c10::DispatchKeySet(cpu_key), stack); },
+      [&]() -> std::function<void()> {
+        return [op, cpu_key, memory = aliases.emu_storages(), args = std::vector<c10::IValue>(args.begin(), args.end())] {
+          torch::jit::Stack replay_stack(args);
+          op.redispatchBoxed(c10::DispatchKeySet(cpu_key), &replay_stack);
+        };
+      },
+      schema.operator_name().name.c_str());
 
   // 4. Results back as emu tensors (no copies), out= resizes propagated.
   aliases.sync_inputs();

@@ -146,6 +146,15 @@ at::Tensor HostAliases::to_emu(const at::Tensor& cpu, c10::DeviceIndex device) {
 }
 // LITERALINCLUDE END: HOST_ALIAS_OUTPUTS
 
+std::vector<c10::Storage> HostAliases::emu_storages() const {
+  std::vector<c10::Storage> storages;
+  storages.reserve(storages_.size());
+  for (const Pair& p : storages_) {
+    storages.push_back(p.emu);
+  }
+  return storages;
+}
+
 void HostAliases::sync_inputs() {
   for (Pair& p : storages_) {
     c10::StorageImpl* cpu = p.cpu.unsafeGetStorageImpl();

@@ -7,6 +7,8 @@
 #include <c10/util/FunctionRef.h>
 #include <c10/util/SmallVector.h>
 
+#include <vector>
+
 namespace torch_emu {
 
 // A tensor over `storage` with the sizes, strides, offset and conj/neg bits of
@@ -40,6 +42,10 @@ class HostAliases {
   // to a view of the emu storage, a tensor allocated inside the kernel (which
   // is emu memory, see EmuLaunch.cpp) is adopted without a copy.
   at::Tensor to_emu(const at::Tensor& cpu, c10::DeviceIndex device);
+
+  // The emu storages aliased so far: what keeps the aliases' memory alive
+  // after the launch (the replay closures of graphs hold them).
+  std::vector<c10::Storage> emu_storages() const;
 
   // After the kernel: propagate resizes the kernel made to input aliases
   // (out= arguments) back to their emu tensors.

@@ -12,6 +12,7 @@
 
 #include "aten/EmuOps.h"
 #include "core/EmuDeviceAllocator.h"
+#include "core/EmuGraph.h"
 #include "core/EmuException.h"
 #include "core/EmuStorageImpl.h"
 #include "core/EmuStream.h"
@@ -39,7 +40,7 @@ at::Tensor on_new_storage(size_t nbytes, at::ScalarType dtype, std::optional<at:
   if (dtype == at::kComplexHalf) {
     TORCH_WARN_ONCE("ComplexHalf support is experimental and many operators don't support it yet.");
   }
-  return at::detail::make_tensor<c10::TensorImpl>(emu_storage(device_allocator()->allocate(nbytes), nbytes),
+  return at::detail::make_tensor<c10::TensorImpl>(emu_storage(allocate_device(nbytes), nbytes),
                                                   kEmuKeys, c10::scalarTypeToTypeMeta(dtype));
 }
 

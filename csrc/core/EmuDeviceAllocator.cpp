@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/EmuException.h"
+#include "core/EmuIpc.h"
 #include "core/EmuLaunch.h"
 #include "core/EmuStream.h"
 #include "runtime/emu_runtime.h"
@@ -492,8 +493,9 @@ void report_to_profiler(DeviceCache& dc, void* ptr, int64_t delta) {
 // Serves `nbytes` on `stream`: best fit among the cached blocks of that stream
 // in the routed pool (only they are safe to reuse without synchronisation),
 // else a new segment; the block is split when what remains is worth keeping.
+// Out of memory: raises if `raise_oom_error`, else returns nullptr.
 Block* malloc_block(DeviceCache& dc, size_t nbytes, c10::Stream stream,
-                    std::shared_ptr<c10::GatheredContext> context) {
+                    const std::shared_ptr<c10::GatheredContext>& context, bool raise_oom_error) {
   std::lock_guard<std::mutex> guard(dc.mutex);
   process_events(dc);
   const size_t size = round_size(nbytes);
@@ -509,6 +511,9 @@ Block* malloc_block(DeviceCache& dc, size_t nbytes, c10::Stream stream,
     block = take_from_oom_pools(dc, stream, size, small);
   }
   if (block == nullptr) {
+    if (!raise_oom_error) {
+      return nullptr;
+    }
     raise_oom(dc, size, stream);
   }
 
@@ -583,7 +588,19 @@ c10::DataPtr EmuDeviceAllocator::allocate(size_t nbytes) {
   if (C10_UNLIKELY(recording_.load(std::memory_order_relaxed))) {
     context = gather_context(/*on_free=*/false); // outside the lock: it may take the GIL
   }
-  Block* block = malloc_block(cache(device), nbytes, current_stream(device), std::move(context));
+  const c10::Stream stream = current_stream(device);
+  Block* block = malloc_block(cache(device), nbytes, stream, context, /*raise_oom_error=*/false);
+  if (block == nullptr) {
+    // As CUDA does before giving up: free what was kept only for other
+    // processes that have since let go (IPC), outside the cache's lock since
+    // it frees through this allocator.
+    if (ipc_collect() > 0) {
+      block = malloc_block(cache(device), nbytes, stream, context, /*raise_oom_error=*/true);
+    } else {
+      std::lock_guard<std::mutex> guard(cache(device).mutex);
+      raise_oom(cache(device), round_size(nbytes), stream);
+    }
+  }
   {
     std::lock_guard<std::mutex> guard(blocks_mutex_);
     allocated_blocks_.emplace(block->ptr, block);

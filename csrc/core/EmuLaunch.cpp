@@ -6,6 +6,7 @@
 
 #include "core/EmuDeviceAllocator.h"
 #include "core/EmuException.h"
+#include "core/EmuGraph.h"
 #include "core/EmuStream.h"
 #include "runtime/emu_runtime_trace.h"
 
@@ -20,6 +21,9 @@ c10::DeleterFnPtr cpu_raw_deleter = nullptr;
 // Kernels also use raw_allocate/raw_deallocate for scratch space; a raw
 // pointer is freed by whichever allocator it came from.
 void raw_delete(void* ptr) {
+  if (C10_UNLIKELY(is_replayed_block(ptr))) {
+    return; // the graph's memory, lent to a replaying kernel
+  }
   if (is_device_ptr(ptr)) {
     device_allocator()->raw_deleter()(ptr);
   } else {
@@ -41,7 +45,7 @@ struct KernelAwareCPUAllocator final : public c10::Allocator {
     if (tls_kernel_device < 0) {
       return cpu_->allocate(nbytes);
     }
-    c10::DataPtr data = device_allocator()->allocate(nbytes);
+    c10::DataPtr data = allocate_device(nbytes);
     // The kernel sees a CPU tensor; the fallback re-tags it as emu after.
     data.unsafe_set_device(c10::Device(c10::DeviceType::CPU));
     return data;
@@ -73,33 +77,42 @@ struct Launch {
   std::thread::id launcher;
 };
 
-// LITERALINCLUDE START: RUN_KERNEL
 // Runs on the launching thread (stream idle) or on the stream's worker.
 int run_kernel(void* user_data) {
   auto* launch = static_cast<Launch*>(user_data);
-  const c10::DeviceIndex device = launch->stream.device_index();
+  launch->error = run_as_kernel(launch->stream, launch->launcher, launch->kernel);
+  return launch->error ? 1 : 0;
+}
+
+} // namespace
+
+// LITERALINCLUDE START: RUN_KERNEL
+std::exception_ptr run_as_kernel(const c10::Stream& stream, std::thread::id launcher,
+                                 c10::function_ref<void()> body) {
+  const c10::DeviceIndex device = stream.device_index();
   const c10::DeviceIndex outer_kernel = tls_kernel_device;
   const c10::StreamId outer_kernel_stream = tls_kernel_stream;
   const std::thread::id outer_launcher = tls_launcher;
   int outer_device = 0;
   (void)emuGetDevice(&outer_device);
   const bool switch_device = outer_device != device; // usually the same
+  std::exception_ptr error;
   try {
     if (switch_device) {
       EMU_CHECK(emuSetDevice(device));
     }
-    const c10::Stream outer_stream = exchange_stream(launch->stream);
+    const c10::Stream outer_stream = exchange_stream(stream);
     tls_kernel_device = device;
-    tls_kernel_stream = launch->stream.id();
-    tls_launcher = launch->launcher;
+    tls_kernel_stream = stream.id();
+    tls_launcher = launcher;
     try {
-      launch->kernel();
+      body();
     } catch (...) {
-      launch->error = std::current_exception();
+      error = std::current_exception();
     }
     exchange_stream(outer_stream);
   } catch (...) {
-    launch->error = std::current_exception();
+    error = std::current_exception();
   }
   tls_kernel_device = outer_kernel;
   tls_kernel_stream = outer_kernel_stream;
@@ -107,20 +120,39 @@ int run_kernel(void* user_data) {
   if (switch_device) {
     (void)emuSetDevice(outer_device);
   }
-  return launch->error ? 1 : 0;
+  return error;
 }
 // LITERALINCLUDE END: RUN_KERNEL
 
+// LITERALINCLUDE START: LAUNCH_KERNEL
+namespace {
+
+// Launched by a kernel running on this very stream (a native kernel whose CPU
+// code calls other ops): it is part of that kernel, run it now. The runtime
+// would also run it in place (work submitted from inside running work); this
+// skips the submit, device and stream switches of a launch.
+bool inside_kernel_on(const c10::Stream& stream) {
+  return tls_kernel_device == stream.device_index() && tls_kernel_stream == stream.id();
+}
+
 } // namespace
 
-// LITERALINCLUDE START: LAUNCH_KERNEL
-void launch_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel) {
-  if (tls_kernel_device == stream.device_index() && tls_kernel_stream == stream.id()) {
-    // Launched by a kernel running on this very stream (a native kernel whose
-    // CPU code calls other ops): it is part of that kernel, run it now. The
-    // runtime would also run it in place (work submitted from inside running
-    // work); this skips the submit, device and stream switches of a launch.
+void launch_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel,
+                   c10::function_ref<std::function<void()>()> make_replay, const char* what) {
+  if (!inside_kernel_on(stream) && C10_UNLIKELY(capture_in_progress()) && is_capturing(stream)) {
+    launch_captured(stream, kernel, &make_replay, what);
+    return;
+  }
+  launch_kernel(stream, kernel, what);
+}
+
+void launch_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel, const char* what) {
+  if (inside_kernel_on(stream)) {
     kernel();
+    return;
+  }
+  if (C10_UNLIKELY(capture_in_progress()) && is_capturing(stream)) {
+    launch_captured(stream, kernel, nullptr, what);
     return;
   }
   Launch launch{kernel, stream, nullptr, launching_thread()};

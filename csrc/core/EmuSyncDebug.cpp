@@ -1,5 +1,7 @@
 #include "core/EmuSyncDebug.h"
 
+#include "core/EmuGraph.h"
+
 #include <c10/util/Exception.h>
 
 #include <atomic>
@@ -23,6 +25,7 @@ int sync_debug_mode() {
 }
 
 void warn_or_error_on_sync(const char* operation) {
+  check_not_capturing(operation); // a graph capture cannot wait for the device
   const int current = mode.load(std::memory_order_relaxed);
   if (C10_LIKELY(current == 0)) {
     return;

@@ -52,6 +52,7 @@ void init_compile_bindings(pybind11::module& m); // CompileBindings.cpp
 void init_storage_bindings(pybind11::module& m); // StorageBindings.cpp
 void init_device_api_bindings(pybind11::module& m); // DeviceApiBindings.cpp
 void init_ipc_bindings(pybind11::module& m); // IpcBindings.cpp
+void init_graph_bindings(pybind11::module& m); // GraphBindings.cpp
 void init_memory_bindings(pybind11::module& m); // MemoryBindings.cpp
 
 // LITERALINCLUDE START: PYTHON_BINDINGS
@@ -108,6 +109,7 @@ PYBIND11_MODULE(_C, m) {
   init_storage_bindings(m);
   init_device_api_bindings(m);
   init_ipc_bindings(m);
+  init_graph_bindings(m);
   init_memory_bindings(m);
 }
 // LITERALINCLUDE END: PYTHON_BINDINGS

@@ -366,6 +366,40 @@ void device_work_end() {
 }
 // LITERALINCLUDE END: STRICT_MODE_TOGGLE
 
+// LITERALINCLUDE START: CAPTURE_ROLLBACK
+// Work recorded during a capture also runs once (emu_runtime_graph.h); these
+// two undo its writes. Only memory live at the start is put back: what the
+// capture allocated holds whatever it held, as after a real capture.
+void snapshot_device_memory(int device, MemorySnapshot* snapshot) {
+  Arena& arena = arenas()[device];
+  std::lock_guard<std::mutex> lock(arena.mu);
+  char* base = g_arena_base[device].load(std::memory_order_acquire);
+  snapshot->ranges.assign(arena.live.begin(), arena.live.end());
+  snapshot->bytes.resize(arena.allocated);
+  DeviceWorkScope device_work;
+  size_t at = 0;
+  for (const auto& [offset, size] : snapshot->ranges) {
+    std::memcpy(snapshot->bytes.data() + at, base + offset, size);
+    at += size;
+  }
+}
+
+void restore_device_memory(int device, const MemorySnapshot& snapshot) {
+  Arena& arena = arenas()[device];
+  std::lock_guard<std::mutex> lock(arena.mu);
+  char* base = g_arena_base[device].load(std::memory_order_acquire);
+  DeviceWorkScope device_work;
+  size_t at = 0;
+  for (const auto& [offset, size] : snapshot.ranges) {
+    const auto live = arena.live.find(offset);
+    if (live != arena.live.end() && live->second == size) {
+      std::memcpy(base + offset, snapshot.bytes.data() + at, size);
+    }
+    at += size;
+  }
+}
+// LITERALINCLUDE END: CAPTURE_ROLLBACK
+
 } // namespace emu
 
 using emu::format_bytes;

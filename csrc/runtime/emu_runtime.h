@@ -45,6 +45,8 @@ typedef enum emuError_t {
   emuErrorInvalidResourceHandle = 6, // bad stream or event handle
   emuErrorNotReady = 7,              // query: work still pending (not a failure)
   emuErrorLaunchFailure = 8,         // a launched function reported failure
+  emuErrorStreamCaptureUnsupported = 9,  // not allowed while a stream captures (emu_runtime_graph.h)
+  emuErrorStreamCaptureInvalidated = 10, // the capture was invalidated by such a call
 } emuError_t;
 
 const char* emuGetErrorName(emuError_t error);

@@ -221,6 +221,8 @@ const char* emuGetErrorName(emuError_t error) {
     case emuErrorInvalidResourceHandle: return "emuErrorInvalidResourceHandle";
     case emuErrorNotReady: return "emuErrorNotReady";
     case emuErrorLaunchFailure: return "emuErrorLaunchFailure";
+    case emuErrorStreamCaptureUnsupported: return "emuErrorStreamCaptureUnsupported";
+    case emuErrorStreamCaptureInvalidated: return "emuErrorStreamCaptureInvalidated";
   }
   return "emuErrorUnknown";
 }
@@ -236,6 +238,8 @@ const char* emuGetErrorString(emuError_t error) {
     case emuErrorInvalidResourceHandle: return "invalid resource handle";
     case emuErrorNotReady: return "device not ready";
     case emuErrorLaunchFailure: return "unspecified launch failure";
+    case emuErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case emuErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
   }
   return "unrecognized error code";
 }

@@ -5,6 +5,8 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "runtime/emu_runtime.h"
 #include "runtime/emu_runtime_trace.h"
@@ -197,5 +199,50 @@ class TracedWork {
  private:
   TraceRecord* record_;
 };
+
+// ---- graphs.cpp: stream capture (emu_runtime_graph.h) ------------------------
+
+// Captures in progress, on any device: while 0, the capture hooks of
+// streams.cpp cost one relaxed load.
+extern std::atomic<int> g_active_captures;
+inline bool capture_active() {
+  return g_active_captures.load(std::memory_order_relaxed) != 0;
+}
+
+// One piece of recorded work.
+struct GraphNode {
+  enum Kind : uint8_t { kKernel, kMemcpy, kHostFunc, kEventRecord, kEventWait } kind;
+  emuKernelFn_t kernel_fn = nullptr;
+  emuHostFn_t host_fn = nullptr;
+  void* user_data = nullptr;
+  void* dst = nullptr;
+  const void* src = nullptr;
+  size_t bytes = 0;
+  emuMemcpyKind copy_kind = emuMemcpyDeviceToDevice;
+  emuEvent_t event = nullptr;  // a reference is held by the graph
+};
+
+// Called by streams.cpp for work submitted to `stream` from outside work
+// running on it: records `node` if `stream` captures (*captured = true).
+emuError_t capture_node(const char* call, emuStream_t stream, const GraphNode& node, bool* captured);
+// Fail with emuErrorStreamCaptureUnsupported, and invalidate the capture, if
+// the call would wait for a capturing stream.
+emuError_t forbid_if_capturing(const char* call, emuStream_t stream);
+emuError_t forbid_if_device_capturing(const char* call, int device);
+emuError_t forbid_if_event_captured(const char* call, emuEvent_t event);
+
+// streams.cpp, for graphs.cpp.
+void retain_event(emuEvent_t event);
+void release_event(emuEvent_t event);
+int stream_device(emuStream_t stream);
+
+// device_memory.cpp: the contents of a device's live allocations, taken when
+// a capture begins and put back when it ends.
+struct MemorySnapshot {
+  std::vector<std::pair<size_t, size_t>> ranges;  // (offset, size) of live allocations
+  std::vector<char> bytes;
+};
+void snapshot_device_memory(int device, MemorySnapshot* snapshot);
+void restore_device_memory(int device, const MemorySnapshot& snapshot);
 
 } // namespace emu

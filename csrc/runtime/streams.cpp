@@ -495,6 +495,23 @@ emuError_t synchronize_device(const char* /*call*/, int device) {
   return emuSuccess;
 }
 
+void retain_event(emuEvent_t event) { retain(event); }
+void release_event(emuEvent_t event) { release(event); }
+int stream_device(emuStream_t stream) { return stream->device; }
+
+// LITERALINCLUDE START: CAPTURE_HOOK
+// Work submitted to a capturing stream from outside running work (work from
+// inside a running kernel is part of that kernel) is recorded. Kernels and
+// copies also run now, inline, after the work queued before them.
+emuError_t capture_hook(const char* call, emuStream* s, const GraphNode& node, bool* captured) {
+  *captured = false;
+  if (!capture_active() || executing_frame(s) != nullptr) return emuSuccess;
+  if (emuError_t err = capture_node(call, s, node, captured)) return err;
+  if (*captured) drain(s);
+  return emuSuccess;
+}
+// LITERALINCLUDE END: CAPTURE_HOOK
+
 } // namespace emu
 
 extern "C" {
@@ -512,6 +529,9 @@ emuError_t emuDeviceGetStreamPriorityRange(int* least, int* greatest) {
 emuError_t emuDeviceSynchronize(int device) {
   EMU_API_ENTER();
   if (emuError_t err = emu::check_device("emuDeviceSynchronize", device)) return err;
+  if (emu::capture_active()) {
+    if (emuError_t err = emu::forbid_if_device_capturing("emuDeviceSynchronize", device)) return err;
+  }
   return emu::synchronize_device("emuDeviceSynchronize", device);
 }
 
@@ -598,6 +618,9 @@ emuError_t emuStreamGetPriority(emuStream_t stream, int* priority) {
 emuError_t emuStreamQuery(emuStream_t stream) {
   EMU_API_ENTER();
   if (emuError_t err = check_stream("emuStreamQuery", stream)) return err;
+  if (emu::capture_active() && executing_frame(stream) == nullptr) {
+    if (emuError_t err = emu::forbid_if_capturing("emuStreamQuery", stream)) return err;
+  }
   if (emuError_t err = take_failure("emuStreamQuery", stream)) return err;
   std::lock_guard<std::mutex> lock(stream->mu);
   return (stream->running || !stream->queue.empty()) ? emuErrorNotReady : emuSuccess;
@@ -606,6 +629,9 @@ emuError_t emuStreamQuery(emuStream_t stream) {
 emuError_t emuStreamSynchronize(emuStream_t stream) {
   EMU_API_ENTER();
   if (emuError_t err = check_stream("emuStreamSynchronize", stream)) return err;
+  if (emu::capture_active() && executing_frame(stream) == nullptr) {
+    if (emuError_t err = emu::forbid_if_capturing("emuStreamSynchronize", stream)) return err;
+  }
   drain(stream);
   return take_failure("emuStreamSynchronize", stream);
 }
@@ -614,6 +640,11 @@ emuError_t emuStreamWaitEvent(emuStream_t stream, emuEvent_t event) {
   EMU_API_ENTER();
   if (emuError_t err = check_stream("emuStreamWaitEvent", stream)) return err;
   if (emuError_t err = check_event("emuStreamWaitEvent", event)) return err;
+  emu::GraphNode node{emu::GraphNode::kEventWait};
+  node.event = event;
+  bool captured = false;
+  if (emuError_t err = emu::capture_hook("emuStreamWaitEvent", stream, node, &captured)) return err;
+  if (captured) return emuSuccess;
   Work w{};
   w.kind = WorkKind::kEventWait;
   w.event = event;
@@ -633,6 +664,11 @@ emuError_t emuMemcpy(void* dst, const void* src, size_t n, emuMemcpyKind kind) {
   CopyPlan plan;
   if (emuError_t err = plan_copy("emuMemcpy", dst, src, n, kind, &plan)) return err;
   for (int device : plan.devices) {
+    if (device >= 0 && emu::capture_active()) {
+      if (emuError_t err = emu::forbid_if_device_capturing("emuMemcpy", device)) return err;
+    }
+  }
+  for (int device : plan.devices) {
     if (device >= 0) emu::synchronize_device("emuMemcpy", device);
   }
   emu::TracedCall traced(emuActivityKindMemcpy, plan.devices[0] >= 0 ? plan.devices[0] : plan.devices[1],
@@ -650,6 +686,17 @@ emuError_t emuMemcpyAsync(void* dst, const void* src, size_t n, emuMemcpyKind ki
   if (n == 0) return emuSuccess;
   CopyPlan plan;
   if (emuError_t err = plan_copy("emuMemcpyAsync", dst, src, n, kind, &plan)) return err;
+  if (plan.pageable && emu::capture_active() && executing_frame(stream) == nullptr) {
+    // The graph would read or write the pageable buffer long after this call.
+    if (emuError_t err = emu::forbid_if_capturing("emuMemcpyAsync (pageable host memory)", stream)) return err;
+  }
+  emu::GraphNode node{emu::GraphNode::kMemcpy};
+  node.dst = dst;
+  node.src = src;
+  node.bytes = n;
+  node.copy_kind = kind;
+  bool captured = false;
+  if (emuError_t err = emu::capture_hook("emuMemcpyAsync", stream, node, &captured)) return err;
   Work w = copy_work(plan, dst, src, n);
   emu::TracedCall traced(emuActivityKindMemcpy, stream->device, stream->id, kind, n);
   w.trace = traced.record();
@@ -668,6 +715,12 @@ emuError_t emuLaunchHostFunc(emuStream_t stream, emuHostFn_t fn, void* user_data
   EMU_API_ENTER();
   if (emuError_t err = check_stream("emuLaunchHostFunc", stream)) return err;
   if (fn == nullptr) return set_error(emuErrorInvalidValue, "emuLaunchHostFunc: fn is null");
+  emu::GraphNode node{emu::GraphNode::kHostFunc};
+  node.host_fn = fn;
+  node.user_data = user_data;
+  bool captured = false;
+  if (emuError_t err = emu::capture_hook("emuLaunchHostFunc", stream, node, &captured)) return err;
+  if (captured) return emuSuccess;  // host functions run at replay only
   Work w{};
   w.kind = WorkKind::kHostFunc;
   w.host_fn = fn;
@@ -680,6 +733,11 @@ emuError_t emuLaunchKernel(emuStream_t stream, emuKernelFn_t fn, void* user_data
   EMU_API_ENTER();
   if (emuError_t err = check_stream("emuLaunchKernel", stream)) return err;
   if (fn == nullptr) return set_error(emuErrorInvalidValue, "emuLaunchKernel: fn is null");
+  emu::GraphNode node{emu::GraphNode::kKernel};
+  node.kernel_fn = fn;
+  node.user_data = user_data;
+  bool captured = false;
+  if (emuError_t err = emu::capture_hook("emuLaunchKernel", stream, node, &captured)) return err;
   Work w{};
   w.kind = WorkKind::kKernel;
   w.kernel_fn = fn;
@@ -722,6 +780,11 @@ emuError_t emuEventRecord(emuEvent_t event, emuStream_t stream) {
   EMU_API_ENTER();
   if (emuError_t err = check_event("emuEventRecord", event)) return err;
   if (emuError_t err = check_stream("emuEventRecord", stream)) return err;
+  emu::GraphNode node{emu::GraphNode::kEventRecord};
+  node.event = event;
+  bool captured = false;
+  if (emuError_t err = emu::capture_hook("emuEventRecord", stream, node, &captured)) return err;
+  if (captured) return emuSuccess;
   Work w{};
   w.kind = WorkKind::kEventRecord;
   w.event = event;
@@ -738,6 +801,9 @@ emuError_t emuEventRecord(emuEvent_t event, emuStream_t stream) {
 emuError_t emuEventQuery(emuEvent_t event) {
   EMU_API_ENTER();
   if (emuError_t err = check_event("emuEventQuery", event)) return err;
+  if (emu::capture_active()) {
+    if (emuError_t err = emu::forbid_if_event_captured("emuEventQuery", event)) return err;
+  }
   std::lock_guard<std::mutex> lock(event->mu);
   return event->is_complete_locked(event->version) ? emuSuccess : emuErrorNotReady;
 }
@@ -745,6 +811,9 @@ emuError_t emuEventQuery(emuEvent_t event) {
 emuError_t emuEventSynchronize(emuEvent_t event) {
   EMU_API_ENTER();
   if (emuError_t err = check_event("emuEventSynchronize", event)) return err;
+  if (emu::capture_active()) {
+    if (emuError_t err = emu::forbid_if_event_captured("emuEventSynchronize", event)) return err;
+  }
   std::unique_lock<std::mutex> lock(event->mu);
   const uint64_t v = event->version;
   if (event->is_complete_locked(v)) return emuSuccess;

@@ -283,12 +283,13 @@ def is_tf32_supported() -> bool:
 # LITERALINCLUDE END: PEER_AND_ARCH
 
 
-from . import memory, random, streams  # noqa: E402
+from . import graphs, memory, random, streams  # noqa: E402
+from .graphs import *  # noqa: E402,F401,F403
 from .memory import *  # noqa: E402,F401,F403
 from .random import *  # noqa: E402,F401,F403
 from .streams import *  # noqa: E402,F401,F403
 
-__all__ += memory.__all__ + random.__all__ + streams.__all__
+__all__ += graphs.__all__ + memory.__all__ + random.__all__ + streams.__all__
 
 from . import comm, errors, monitor, parity  # noqa: E402
 from .errors import *  # noqa: E402,F401,F403

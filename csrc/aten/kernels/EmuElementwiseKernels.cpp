@@ -72,7 +72,9 @@ at::Tensor& zero_(at::Tensor& self) {
   if (!self.is_non_overlapping_and_dense()) {
     return at::native::zero_(self);
   }
-  kernel::run_on(kernel::common_device(self), [&] { std::memset(self.data_ptr(), 0, self.nbytes()); });
+  kernel::run_on(
+      kernel::common_device(self), [&] { std::memset(self.data_ptr(), 0, self.nbytes()); },
+      [&]() -> std::function<void()> { return [self = kernel::keep(self)] { std::memset(self.data_ptr(), 0, self.nbytes()); }; });
   return self;
 }
 

@@ -23,10 +23,21 @@ at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
   const c10::DeviceIndex device = kernel::common_device(tensors);
   kernel::NewOutputs<structured_cat_out_cpu, 1> op(/*on_host=*/false);
   const auto facts = op.meta(tensors, dim);
-  kernel::run_on(device, [&] {
-    op.impl(tensors, facts.dim, facts.valid, facts.all_contiguous, facts.all_same_dtype,
-            facts.all_same_sizes_and_stride, facts.memory_format, *op.outputs[0]);
-  });
+  auto run = [&op, &facts](const at::ITensorListRef& inputs, const at::Tensor& out) {
+    op.impl(inputs, facts.dim, facts.valid, facts.all_contiguous, facts.all_same_dtype,
+            facts.all_same_sizes_and_stride, facts.memory_format, out);
+  };
+  kernel::run_on(
+      device, [&] { run(tensors, *op.outputs[0]); },
+      [&]() -> std::function<void()> {
+        // impl() only reads op's outputs through `out`: a replay can reuse the
+        // facts and op of this call by value.
+        return [op_facts = facts, inputs = kernel::keep(tensors), out = kernel::keep(*op.outputs[0])] {
+          kernel::NewOutputs<structured_cat_out_cpu, 1> replay_op(/*on_host=*/false);
+          replay_op.impl(inputs, op_facts.dim, op_facts.valid, op_facts.all_contiguous, op_facts.all_same_dtype,
+                         op_facts.all_same_sizes_and_stride, op_facts.memory_format, out);
+        };
+      });
   return std::move(op.outputs[0]).take();
 }
 

@@ -27,6 +27,10 @@
 #include <c10/util/ExclusivelyOwned.h>
 
 #include <array>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
 #include <optional>
 #include <tuple>
 #include <type_traits>
@@ -55,25 +59,85 @@ c10::DeviceIndex common_device(const Args&... args) {
 // LITERALINCLUDE END: COMMON_DEVICE
 
 // LITERALINCLUDE START: RUN_ON
+struct NoReplay {};
+
 // Runs fn() as one kernel on the current stream of `device` and returns what it
-// returned (a tensor, a reference to one, a tuple).
-template <typename Fn>
-decltype(auto) run_on(c10::DeviceIndex device, Fn&& fn) {
+// returned (a tensor, a reference to one, a tuple). `make_replay` makes it
+// capturable into a graph (launch_kernel in EmuLaunch.h); without it a capture
+// fails, naming `what`.
+template <typename Fn, typename MakeReplay = NoReplay>
+decltype(auto) run_on(c10::DeviceIndex device, Fn&& fn, MakeReplay&& make_replay = {},
+                      const char* what = __builtin_FUNCTION()) {
   using R = std::invoke_result_t<Fn&>;
   const c10::Stream stream = current_stream(device);
+  auto launch = [&](auto&& kernel) {
+    if constexpr (std::is_same_v<std::decay_t<MakeReplay>, NoReplay>) {
+      launch_kernel(stream, kernel, what);
+    } else {
+      launch_kernel(stream, kernel, make_replay, what);
+    }
+  };
   if constexpr (std::is_void_v<R>) {
-    launch_kernel(stream, fn);
+    launch(fn);
   } else if constexpr (std::is_reference_v<R>) {
     std::remove_reference_t<R>* result = nullptr;
-    launch_kernel(stream, [&] { result = &fn(); });
+    launch([&] { result = &fn(); });
     return static_cast<R>(*result);
   } else {
     std::optional<R> result;
-    launch_kernel(stream, [&] { result.emplace(fn()); });
+    launch([&] { result.emplace(fn()); });
     return R(std::move(*result));
   }
 }
 // LITERALINCLUDE END: RUN_ON
+
+// LITERALINCLUDE START: KEEP_ARGS
+// A captured kernel runs again at each replay of its graph, after the call
+// that launched it has returned: its replay closure keeps owning copies of the
+// arguments (keep) and hands them to the CPU function in its types (borrow).
+// Tensors are shared, not copied: the replay works on the same memory, without
+// their autograd history (which would keep the capture's autograd graph alive).
+template <typename T>
+std::decay_t<T> keep(const T& x) {
+  return x;
+}
+inline at::Tensor keep(const at::Tensor& x) {
+  return x.defined() ? x.variable_data() : x;
+}
+inline std::optional<at::Tensor> keep(const std::optional<at::Tensor>& x) {
+  return x.has_value() ? std::optional<at::Tensor>(keep(*x)) : std::nullopt;
+}
+template <typename E>
+std::vector<E> keep(c10::ArrayRef<E> x) {
+  return x.vec();
+}
+template <typename E>
+std::optional<std::vector<E>> keep(const c10::OptionalArrayRef<E>& x) {
+  return x.has_value() ? std::optional<std::vector<E>>(x->vec()) : std::nullopt;
+}
+inline std::string keep(std::string_view x) {
+  return std::string(x);
+}
+inline std::vector<at::Tensor> keep(const at::ITensorListRef& x) {
+  std::vector<at::Tensor> kept;
+  for (const at::Tensor& t : x) {
+    kept.push_back(keep(t));
+  }
+  return kept;
+}
+inline std::vector<at::Tensor> keep(at::TensorList x) {
+  return keep(at::ITensorListRef(x));
+}
+
+template <typename T>
+T& borrow(T& x) {
+  return x;
+}
+template <typename E>
+c10::OptionalArrayRef<E> borrow(std::optional<std::vector<E>>& x) {
+  return x.has_value() ? c10::OptionalArrayRef<E>(*x) : c10::OptionalArrayRef<E>();
+}
+// LITERALINCLUDE END: KEEP_ARGS
 
 // LITERALINCLUDE START: ON_DEVICE
 // CPU kernels draw random numbers from CPU generators: an emu generator
@@ -97,7 +161,18 @@ template <typename R, typename... Args, R (*fn)(Args...)>
 struct OnDevice<fn> {
   static R call(Args... args) {
     const c10::DeviceIndex device = common_device(args...);
-    return run_on(device, [&]() -> R { return fn(kernel_arg(std::forward<Args>(args), device)...); });
+    return run_on(
+        device, [&]() -> R { return fn(kernel_arg(std::forward<Args>(args), device)...); },
+        [&] { return replay(device, args...); });
+  }
+
+ private:
+  // Calls fn again on kept arguments; its outputs get the memory they got
+  // when captured (allocate_device in EmuGraph.h), so they are dropped.
+  static std::function<void()> replay(c10::DeviceIndex device, const std::decay_t<Args>&... args) {
+    return [device, kept = std::make_tuple(keep(args)...)]() mutable {
+      std::apply([&](auto&... a) { (void)fn(kernel_arg(borrow(a), device)...); }, kept);
+    };
   }
 };
 // LITERALINCLUDE END: ON_DEVICE
@@ -185,6 +260,26 @@ struct SelfOutput final : Impl {
   std::optional<at::Tensor> proxy;
 };
 
+// The outputs of a replayed functional form: those it made when captured.
+template <typename Impl, size_t N>
+struct KnownOutputs final : Impl {
+  explicit KnownOutputs(const std::array<at::Tensor, N>& outputs) : outputs(outputs) {}
+  void set_output_strided(int64_t i, c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                          at::TensorOptions options) override {
+    set_output_raw_strided(i, sizes, strides, options);
+  }
+  void set_output_raw_strided(int64_t i, c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                              at::TensorOptions options) override {
+    if constexpr (std::is_base_of_v<at::TensorIteratorBase, Impl>) {
+      Impl::set_output_raw_strided(i, sizes, strides, options);
+    }
+  }
+  const at::Tensor& maybe_get_output(int64_t i) override {
+    return outputs[i];
+  }
+  std::array<at::Tensor, N> outputs;
+};
+
 // Whether the CPU kernel of an iterator can run on the emu tensors as they
 // are. Only an iterator whose device is CPU converts inputs to the common
 // dtype (1 + 2.5j, int + float...); on emu those calls run on host aliases.
@@ -266,20 +361,41 @@ template <typename R, typename First, typename... Rest, R (*fn)(First, Rest...)>
 struct OnHost<fn> {
   static R call(First first, Rest... rest) {
     const c10::DeviceIndex device = common_device(first, rest...);
+    auto make_replay = [&] { return replay(device, first, rest...); };
     if constexpr (std::is_same_v<R, at::Tensor&>) {
-      run_on(device, [&] {
-        HostAliases aliases;
-        at::Tensor host_first = host_arg(aliases, first);
-        fn(host_first, kernel_arg(host_arg(aliases, rest), device)...);
-      });
+      run_on(
+          device,
+          [&] {
+            HostAliases aliases;
+            at::Tensor host_first = host_arg(aliases, first);
+            fn(host_first, kernel_arg(host_arg(aliases, rest), device)...);
+          },
+          make_replay);
       return first;
     } else {
-      return run_on(device, [&]() -> R {
-        HostAliases aliases;
-        return to_emu_result(
-            aliases, fn(host_arg(aliases, first), kernel_arg(host_arg(aliases, rest), device)...), device);
-      });
+      return run_on(
+          device,
+          [&]() -> R {
+            HostAliases aliases;
+            return to_emu_result(
+                aliases, fn(host_arg(aliases, first), kernel_arg(host_arg(aliases, rest), device)...), device);
+          },
+          make_replay);
     }
+  }
+
+ private:
+  static std::function<void()> replay(c10::DeviceIndex device, const std::decay_t<First>& first,
+                                      const std::decay_t<Rest>&... rest) {
+    return [device, kept = std::make_tuple(keep(first), keep(rest)...)]() mutable {
+      std::apply(
+          [&](auto& f, auto&... r) {
+            HostAliases aliases;
+            auto host_first = host_arg(aliases, borrow(f));
+            (void)fn(host_first, kernel_arg(host_arg(aliases, borrow(r)), device)...);
+          },
+          kept);
+    };
   }
 };
 // LITERALINCLUDE END: ON_HOST
@@ -300,10 +416,13 @@ struct Structured<Impl, N, void (Base::*)(Self, Rest...)> {
   static at::Tensor& inplace(at::Tensor& self, typename SchemaArg<Rest>::type... rest) {
     const c10::DeviceIndex device = common_device(self, rest...);
     if (!inplace_as_is(device, self, with_dtype_of(rest, self)...)) {
-      run_on(device, [&] {
-        HostAliases aliases;
-        inplace_as_is(-1, aliases.alias(self), host_arg(aliases, rest)...);
-      });
+      run_on(
+          device,
+          [&] {
+            HostAliases aliases;
+            inplace_as_is(-1, aliases.alias(self), host_arg(aliases, rest)...);
+          },
+          [&] { return replay_inplace(/*on_host=*/true, self, rest...); });
     }
     return self;
   }
@@ -325,7 +444,7 @@ struct Structured<Impl, N, void (Base::*)(Self, Rest...)> {
       }
     };
     if (device >= 0) {
-      run_on(device, kernel);
+      run_on(device, kernel, [&] { return replay_inplace(/*on_host=*/false, self, rest...); });
     } else {
       kernel();
     }
@@ -338,13 +457,69 @@ struct Structured<Impl, N, void (Base::*)(Self, Rest...)> {
       NewOutputs<Impl, N> op(/*on_host=*/false);
       op.meta(SchemaArg<Self>::to_meta(self), SchemaArg<Rest>::to_meta(rest)...);
       if (runs_as_is(op) && !needs_host_tensors<Impl>(self)) {
-        return run_on(device, [&] { return call_impl(op, self, rest...); });
+        return run_on(
+            device, [&] { return call_impl(op, self, rest...); },
+            [&] { return replay_functional(outputs_of(op, std::make_index_sequence<N>()), self, rest...); });
       }
     }
-    return run_on(device, [&] {
-      HostAliases aliases;
-      return on_host(aliases, device, host_arg(aliases, self), host_arg(aliases, rest)...);
-    });
+    return run_on(
+        device,
+        [&] {
+          HostAliases aliases;
+          return on_host(aliases, device, host_arg(aliases, self), host_arg(aliases, rest)...);
+        },
+        [&] { return replay_on_host(device, self, rest...); });
+  }
+
+  // Replays (graphs): the same kernels on kept arguments, into the outputs
+  // made at capture (as is) or into the blocks they got then (on host).
+  template <size_t... I>
+  static std::array<at::Tensor, N> outputs_of(NewOutputs<Impl, N>& op, std::index_sequence<I...>) {
+    return {keep(*op.outputs[I])...};
+  }
+
+  template <typename S, typename... R>
+  static std::function<void()> replay_functional(const std::array<at::Tensor, N>& outputs, const S& self,
+                                                 const R&... rest) {
+    return [outputs, kept = std::make_tuple(keep(self), keep(rest)...)]() mutable {
+      std::apply([&](auto&... a) { call_known(outputs, std::make_index_sequence<N>(), borrow(a)...); }, kept);
+    };
+  }
+
+  template <size_t... I, typename S, typename... R>
+  static void call_known(const std::array<at::Tensor, N>& outputs, std::index_sequence<I...>, const S& self,
+                         const R&... rest) {
+    KnownOutputs<Impl, N> op(outputs);
+    op.meta(SchemaArg<Self>::to_meta(self), SchemaArg<Rest>::to_meta(rest)...);
+    op.impl(SchemaArg<Self>::to_meta(self), SchemaArg<Rest>::to_meta(rest)..., op.outputs[I]...);
+  }
+
+  template <typename S, typename... R>
+  static std::function<void()> replay_on_host(c10::DeviceIndex device, const S& self, const R&... rest) {
+    return [device, kept = std::make_tuple(keep(self), keep(rest)...)]() mutable {
+      std::apply(
+          [&](auto&... a) {
+            HostAliases aliases;
+            (void)on_host(aliases, device, host_arg(aliases, borrow(a))...);
+          },
+          kept);
+    };
+  }
+
+  template <typename... R>
+  static std::function<void()> replay_inplace(bool on_host, const at::Tensor& self, const R&... rest) {
+    return [on_host, kept = std::make_tuple(keep(self), keep(rest)...)]() mutable {
+      std::apply(
+          [&](at::Tensor& s, auto&... r) {
+            if (on_host) {
+              HostAliases aliases;
+              inplace_as_is(-1, aliases.alias(s), host_arg(aliases, borrow(r))...);
+            } else {
+              inplace_as_is(-1, s, borrow(r)...);
+            }
+          },
+          kept);
+    };
   }
 
   template <typename S, typename... R>

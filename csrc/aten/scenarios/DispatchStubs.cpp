@@ -22,6 +22,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <functional>
 #include <cmath>
 #include <iterator>
 
@@ -51,8 +52,8 @@ bool handled(at::ScalarType dtype, const at::ScalarType (&types)[N]) {
 
 // LITERALINCLUDE START: STUB_KERNELS
 // fill_stub: one output operand, every element set to `value`.
-void emu_fill_kernel(at::TensorIterator& iter, const c10::Scalar& value) {
-  launch_kernel(stream_of(iter), [&] {
+void fill_on_device(at::TensorIterator& iter, const c10::Scalar& value) {
+  {
     if (!handled(iter.dtype(), kFillTypes)) {
       at::native::fill_stub(c10::DeviceType::CPU, iter, value); // float8 and other rare types
       return;
@@ -66,12 +67,30 @@ void emu_fill_kernel(at::TensorIterator& iter, const c10::Scalar& value) {
         }
       });
     }), AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), at::kBool, at::kHalf, at::kBFloat16);
-  });
+  }
+}
+
+// In a graph, a replay rebuilds the iterator at::native::fill_ built, over
+// the same output.
+void emu_fill_kernel(at::TensorIterator& iter, const c10::Scalar& value) {
+  launch_kernel(
+      stream_of(iter), [&] { fill_on_device(iter, value); },
+      [&]() -> std::function<void()> {
+        return [out = iter.tensor(0).variable_data(), value] {
+          auto replay = at::TensorIteratorConfig()
+                            .set_check_mem_overlap(false)
+                            .check_all_same_dtype(false)
+                            .add_output(out)
+                            .resize_outputs(false)
+                            .build();
+          fill_on_device(replay, value);
+        };
+      });
 }
 
 // abs_stub: operand 0 is the output, operand 1 the input.
-void emu_abs_kernel(at::TensorIteratorBase& iter) {
-  launch_kernel(stream_of(iter), [&] {
+void abs_on_device(at::TensorIteratorBase& iter) {
+  {
     const at::ScalarType dtype = iter.input_dtype();
     if (iter.dtype(0) != dtype || !handled(dtype, kAbsTypes)) {
       at::native::abs_stub(c10::DeviceType::CPU, iter); // complex, bool, unsigned
@@ -87,7 +106,18 @@ void emu_abs_kernel(at::TensorIteratorBase& iter) {
         }
       });
     }), AT_EXPAND(AT_ALL_TYPES), at::kHalf, at::kBFloat16);
-  });
+  }
+}
+
+void emu_abs_kernel(at::TensorIteratorBase& iter) {
+  launch_kernel(
+      stream_of(iter), [&] { abs_on_device(iter); },
+      [&]() -> std::function<void()> {
+        return [out = iter.tensor(0).variable_data(), in = iter.tensor(1).variable_data()]() mutable {
+          auto replay = at::TensorIterator::unary_op(out, in);
+          abs_on_device(replay);
+        };
+      });
 }
 // LITERALINCLUDE END: STUB_KERNELS
 
