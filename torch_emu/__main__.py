@@ -14,7 +14,15 @@ def main(argv: list[str] | None = None) -> int:
     cov.add_argument("--json", action="store_true", help="print JSON instead of a table")
     cov.add_argument("--kind", choices=["native", "fallback", "composite", "unsupported"],
                      help="list only operators of this kind (the totals stay complete)")
+    conf = commands.add_parser("conformance", help="check the loaded PrivateUse1 backend tier by tier")
+    from .conformance.runner import add_arguments
+
+    add_arguments(conf)
     args = parser.parse_args(argv)
+    if args.command == "conformance":
+        from .conformance.runner import run as run_conformance
+
+        return run_conformance(args)
     if args.command == "coverage":
         from .tools import coverage_table
 

@@ -1,0 +1,75 @@
+"""One tier in a fresh process: ``python worker.py MODULE_PATH RESULTS_FILE [DEVICE] [IMPORT...]``.
+
+Runs by file path (not as part of torch_emu) so that the only backend in the process is the one
+torch autoloads or ``--import`` names. Writes one JSON line per event to RESULTS_FILE and flushes
+it at once, so that the parent knows which check was running if this process dies or hangs.
+"""
+
+import importlib
+import importlib.util
+import json
+import sys
+import time
+import traceback
+import unittest
+
+
+def load_module(path: str):
+    """A check module from its file, under a private name."""
+    name = "_conformance_" + path.replace("/", "_").replace(".", "_")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def checks_of(module) -> list:
+    """The module's checks: its ``check_*`` functions, in source order."""
+    funcs = [v for k, v in vars(module).items() if k.startswith("check_") and callable(v)]
+    return sorted(funcs, key=lambda f: f.__code__.co_firstlineno)
+
+
+def reason_of(e: BaseException) -> str:
+    """One line: the exception, its message (or the failing source line), and where it was raised."""
+    frames = traceback.extract_tb(e.__traceback__)
+    message = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    if not message and frames:
+        message = frames[-1].line or ""
+    where = f" ({frames[-1].name}:{frames[-1].lineno})" if frames else ""
+    return f"{type(e).__name__}: {message}{where}"
+
+
+def main(argv: list[str]) -> int:
+    path, results, device, imports = argv[0], argv[1], argv[2], argv[3:]
+    out = open(results, "a", buffering=1)
+
+    def emit(**event):
+        out.write(json.dumps(event) + "\n")
+        out.flush()
+
+    for name in imports:
+        importlib.import_module(name)
+    import torch
+
+    device = device or torch._C._get_privateuse1_backend_name()
+    module = load_module(path)
+    for check in checks_of(module):
+        emit(event="start", check=check.__name__)
+        start = time.perf_counter()
+        status, reason = "passed", None
+        try:
+            if device == "privateuseone":
+                raise RuntimeError("no PrivateUse1 backend is loaded (name it with --device or load it with --import)")
+            note = check(device)
+            reason = note if isinstance(note, str) else None
+        except unittest.SkipTest as e:
+            status, reason = "skipped", str(e)
+        except BaseException as e:  # a failing check must not stop the tier
+            status, reason = "failed", reason_of(e)
+        emit(event="end", check=check.__name__, status=status, reason=reason,
+             seconds=round(time.perf_counter() - start, 3))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
