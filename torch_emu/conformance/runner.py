@@ -72,17 +72,18 @@ def run_tier(tier: Tier, device: str, imports: list[str], timeout: float) -> dic
         if name in results_by_check:
             e = results_by_check[name]
             checks.append({"check": name, "meaning": meaning, "status": e["status"], "reason": e["reason"],
-                           "seconds": e["seconds"]})
+                           "note": e["note"], "seconds": e["seconds"]})
         elif died and name in started:
-            checks.append({"check": name, "meaning": meaning, "status": "failed", "reason": died, "seconds": None})
+            checks.append({"check": name, "meaning": meaning, "status": "failed", "reason": died, "note": None, "seconds": None})
         else:
-            checks.append({"check": name, "meaning": meaning, "status": "not run", "reason": None, "seconds": None})
+            checks.append({"check": name, "meaning": meaning, "status": "not run", "reason": None, "note": None, "seconds": None})
     if died and not started:  # the process died before its first check (import, backend load)
         checks.insert(0, {"check": "<startup>", "meaning": "the tier's process starts", "status": "failed",
-                          "reason": died, "seconds": None})
+                          "reason": died, "note": None, "seconds": None})
     count = {s: sum(c["status"] == s for c in checks) for s in ("passed", "failed", "skipped")}
     failure = next((c for c in checks if c["status"] == "failed"), None)
-    return {"tier": tier.name, "meaning": tier.meaning, "chapter": tier.chapter, **count,
+    device = next((e["device"] for e in events if e["event"] == "device"), device)
+    return {"tier": tier.name, "meaning": tier.meaning, "chapter": tier.chapter, "device": device, **count,
             "ok": count["failed"] == 0, "seconds": round(time.perf_counter() - start, 2),
             "first_failure": failure and f"{failure['check']}: {failure['reason']}", "checks": checks}
 
@@ -147,7 +148,8 @@ def run(args: argparse.Namespace) -> int:
     print("\n" + table(report))
     print(f"\n{'PASSED' if ok else 'FAILED'}: {sum(r['ok'] for r in report)}/{len(report)} tiers")
     if args.json:
-        pathlib.Path(args.json).write_text(json.dumps({"device": args.device, "ok": ok, "tiers": report}, indent=2))
+        pathlib.Path(args.json).write_text(json.dumps({"device": report[0]["device"] if report else args.device,
+                                                  "ok": ok, "tiers": report}, indent=2))
     return 0 if ok else 1
 
 

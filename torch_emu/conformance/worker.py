@@ -52,21 +52,22 @@ def main(argv: list[str]) -> int:
     import torch
 
     device = device or torch._C._get_privateuse1_backend_name()
+    emit(event="device", device=device)
     module = load_module(path)
     for check in checks_of(module):
         emit(event="start", check=check.__name__)
         start = time.perf_counter()
-        status, reason = "passed", None
+        status, reason, note = "passed", None, None
         try:
             if device == "privateuseone":
                 raise RuntimeError("no PrivateUse1 backend is loaded (name it with --device or load it with --import)")
             note = check(device)
-            reason = note if isinstance(note, str) else None
+            note = note if isinstance(note, str) else None
         except unittest.SkipTest as e:
             status, reason = "skipped", str(e)
         except BaseException as e:  # a failing check must not stop the tier
             status, reason = "failed", reason_of(e)
-        emit(event="end", check=check.__name__, status=status, reason=reason,
+        emit(event="end", check=check.__name__, status=status, reason=reason, note=note,
              seconds=round(time.perf_counter() - start, 3))
     return 0
 
