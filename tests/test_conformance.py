@@ -1,0 +1,115 @@
+"""`python -m torch_emu conformance`: tiers pass on emu, failures, crashes and hangs are reported, not fatal."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def conformance(*args, env=None, timeout=240):
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    return subprocess.run([sys.executable, "-m", "torch_emu", "conformance", *args], capture_output=True, text=True,
+                          env=full_env, timeout=timeout, cwd=ROOT)
+
+
+def test_fast_tiers_pass_on_emu(tmp_path):
+    report = tmp_path / "report.json"
+    r = conformance("--tier", "device", "memory", "generator", "--json", str(report))
+    assert r.returncode == 0, r.stdout + r.stderr
+    data = json.loads(report.read_text())
+    assert data["ok"] and data["device"] == "emu"
+    assert [t["tier"] for t in data["tiers"]] == ["device", "memory", "generator"]
+    for tier in data["tiers"]:
+        assert tier["failed"] == 0 and tier["passed"] >= 5 and tier["chapter"]
+        assert all(c["status"] in ("passed", "skipped") and c["meaning"] for c in tier["checks"])
+    assert "PASSED: 3/3 tiers" in r.stdout
+
+
+def test_operators_without_native_kernels(tmp_path):
+    report = tmp_path / "report.json"
+    r = conformance("--tier", "operators", "--json", str(report), env={"TORCH_EMU_NATIVE_KERNELS": "0"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads(report.read_text())["tiers"][0]["passed"] >= 8
+
+
+BROKEN = '''
+    """A vendor tier whose checks fail in every way a backend can."""
+    import os
+    import time
+    import unittest
+
+    TIER = "broken"
+    CHAPTER = "conformance"
+
+
+    def check_passes(dev):
+        """Passes."""
+
+
+    def check_skips(dev):
+        """Skips."""
+        raise unittest.SkipTest("not for this device")
+
+
+    def check_fails(dev):
+        """Fails with a message."""
+        assert 1 + 1 == 3, "arithmetic is off"
+
+
+    def check_aborts(dev):
+        """Kills its process."""
+        os.abort()
+
+
+    def check_after_abort(dev):
+        """Never runs: its process is gone."""
+'''
+HANGS = '''
+    """A vendor tier that hangs."""
+    import time
+
+    TIER = "hangs"
+    CHAPTER = "conformance"
+
+
+    def check_hangs(dev):
+        """Sleeps past the timeout."""
+        time.sleep(120)
+'''
+
+
+def test_failures_crashes_and_hangs_are_reported(tmp_path):
+    (tmp_path / "broken.py").write_text(textwrap.dedent(BROKEN))
+    (tmp_path / "hangs.py").write_text(textwrap.dedent(HANGS))
+    report = tmp_path / "report.json"
+    r = conformance("--checks-module", str(tmp_path / "broken.py"), "--checks-module", str(tmp_path / "hangs.py"),
+                    "--tier", "broken", "hangs", "--timeout", "8", "--json", str(report))
+    assert r.returncode == 1, r.stdout + r.stderr
+    tiers = {t["tier"]: t for t in json.loads(report.read_text())["tiers"]}
+    checks = {c["check"]: c for c in tiers["broken"]["checks"]}
+    assert checks["check_passes"]["status"] == "passed"
+    assert checks["check_skips"]["status"] == "skipped" and checks["check_skips"]["reason"] == "not for this device"
+    assert checks["check_fails"]["status"] == "failed"
+    assert checks["check_fails"]["reason"].startswith("AssertionError: arithmetic is off")
+    assert checks["check_aborts"] == {**checks["check_aborts"], "status": "failed",
+                                      "reason": "process killed by SIGABRT"}
+    assert checks["check_after_abort"]["status"] == "not run"
+    assert (tiers["broken"]["passed"], tiers["broken"]["failed"], tiers["broken"]["skipped"]) == (1, 2, 1)
+    assert tiers["broken"]["first_failure"] == "check_fails: " + checks["check_fails"]["reason"]
+    assert tiers["hangs"]["checks"][0]["reason"] == "timed out after 8 s" and not tiers["hangs"]["ok"]
+    assert "arithmetic is off" in r.stdout and "timed out after 8 s" in r.stdout and "FAILED: 0/2 tiers" in r.stdout
+
+
+def test_list_and_bad_tier(tmp_path):
+    r = conformance("--list")
+    assert r.returncode == 0 and "operators:" in r.stdout and "docs/guide/streams_events.md" in r.stdout
+    assert "  check_out_of_memory: " in r.stdout
+    r = conformance("--tier", "nonexistent")
+    assert r.returncode == 2 and "unknown tier(s) nonexistent" in r.stderr
+    (tmp_path / "dup.py").write_text('TIER = "device"\n')
+    r = conformance("--checks-module", str(tmp_path / "dup.py"), "--list")
+    assert r.returncode == 2 and "defined twice" in r.stderr
