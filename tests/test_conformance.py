@@ -113,3 +113,12 @@ def test_list_and_bad_tier(tmp_path):
     (tmp_path / "dup.py").write_text('TIER = "device"\n')
     r = conformance("--checks-module", str(tmp_path / "dup.py"), "--list")
     assert r.returncode == 2 and "defined twice" in r.stderr
+
+
+def test_guide_table_matches_the_tiers():
+    from torch_emu.conformance.runner import discover
+
+    text = (ROOT / "docs/guide/conformance.md").read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    expected = [f"| `{t.name}` | {t.meaning} | {{doc}}`{t.chapter}` |" for t in discover([])]
+    assert rows == expected

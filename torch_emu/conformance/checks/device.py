@@ -1,5 +1,7 @@
 """The device is visible, selectable, and the device guard puts work on the tensor's device."""
 
+import unittest
+
 import torch
 
 TIER = "device"
@@ -38,21 +40,23 @@ def check_tensor_device(dev):
         assert torch.empty(2, device=dev).device == torch.device(dev, last)
 
 
+# LITERALINCLUDE START: CHECK_EXAMPLE
 def check_guard_follows_tensor(dev):
     """An op on a tensor of device 1 runs there while device 0 is current, and leaves device 0 current."""
     if torch.accelerator.device_count() < 2:
-        raise __import__("unittest").SkipTest("needs two devices")
+        raise unittest.SkipTest("needs two devices")
     torch.accelerator.set_device_index(0)
     x = torch.arange(6.0, device=f"{dev}:1")
     y = (x * 2).sum()
     assert y.device == torch.device(dev, 1) and y.item() == 30.0
     assert torch.accelerator.current_device_index() == 0
+# LITERALINCLUDE END: CHECK_EXAMPLE
 
 
 def check_copy_between_devices(dev):
     """Copies between two devices of the backend keep the values."""
     if torch.accelerator.device_count() < 2:
-        raise __import__("unittest").SkipTest("needs two devices")
+        raise unittest.SkipTest("needs two devices")
     x = torch.randn(100, device=f"{dev}:0")
     y = x.to(f"{dev}:1")
     assert y.device.index == 1 and torch.equal(y.cpu(), x.cpu())
