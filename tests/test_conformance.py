@@ -122,3 +122,12 @@ def test_guide_table_matches_the_tiers():
     rows = [line for line in text.splitlines() if line.startswith("| `")]
     expected = [f"| `{t.name}` | {t.meaning} | {{doc}}`{t.chapter}` |" for t in discover([])]
     assert rows == expected
+
+
+def test_backend_not_autoloaded_needs_import(tmp_path):
+    """The tiers' processes load no backend of their own: without autoload, --import names it."""
+    env = {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+    r = conformance("--tier", "device", env=env)
+    assert r.returncode == 1 and "no PrivateUse1 backend is loaded" in r.stdout
+    r = conformance("--tier", "device", "--import", "torch_emu", env=env)
+    assert r.returncode == 0, r.stdout + r.stderr

@@ -12,7 +12,8 @@ ORDER = 10
 def check_is_available(dev):
     """torch.accelerator reports the backend as the current accelerator, with at least one device."""
     assert torch.accelerator.is_available(), "torch.accelerator.is_available() is False"
-    assert torch.accelerator.current_accelerator().type == dev, torch.accelerator.current_accelerator()
+    current = torch.accelerator.current_accelerator()
+    assert current.type == dev, f"the current accelerator is {current.type!r}, not {dev!r}"
     assert torch.get_device_module(dev).device_count() == torch.accelerator.device_count() >= 1
 
 
