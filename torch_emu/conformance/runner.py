@@ -119,6 +119,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", metavar="FILE", help="also write the report as JSON to FILE")
     parser.add_argument("--list", action="store_true", help="list the tiers and their checks, run nothing")
     parser.add_argument("--timeout", type=float, default=300, help="seconds per tier before it fails (default 300)")
+    parser.add_argument("--full", action="store_true",
+                        help="sampled tiers (parity) check everything, not a sample (sets TORCH_CONFORMANCE_FULL=1)")
     parser.add_argument("--checks-module", action="append", default=[], metavar="PATH",
                         help="a Python file defining another tier (TIER, CHAPTER and check_* functions)")
     parser.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
@@ -126,6 +128,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.full:
+        os.environ["TORCH_CONFORMANCE_FULL"] = "1"  # inherited by the tiers' processes
     try:
         tiers = discover(args.checks_module)
     except (OSError, ValueError, SyntaxError) as e:
