@@ -35,21 +35,34 @@ def to_device(x, dev):
     return x.to(dev)
 
 
+def is_random(op):
+    return any(word in op.name for word in RANDOM) or getattr(op, "has_nondeterministic_output", False)
+
+
+def move_sample(op, sample, dev):
+    """The sample's input, args and kwargs on the device; leaves that need gradients keep needing them."""
+    def move(t):
+        moved = to_device(t, dev)
+        return moved.detach().requires_grad_() if isinstance(t, torch.Tensor) and t.requires_grad else moved
+
+    kwargs = tree_map(move, sample.kwargs)
+    if isinstance(kwargs.get("device"), (str, torch.device)) and torch.device(kwargs["device"]).type == "cpu":
+        kwargs["device"] = dev  # factory-style samples build on the device
+    args = sample.args if op.name in CPU_ARGS else tree_map(move, sample.args)
+    return tree_map(move, sample.input), args, kwargs
+
+
 def compare(op, dev):
     """Compares the op's samples with CPU; returns how many were compared."""
-    random = any(word in op.name for word in RANDOM) or getattr(op, "has_nondeterministic_output", False)
+    random = is_random(op)
     compared = 0
     for sample in itertools.islice(op.sample_inputs("cpu", torch.float32), SAMPLES):
         try:
             expected = op(sample.input, *sample.args, **sample.kwargs)
         except Exception:
             continue  # CPU rejects this sample: nothing to compare
-        move = lambda t: to_device(t, dev)  # noqa: E731
-        kwargs = tree_map(move, sample.kwargs)
-        if isinstance(kwargs.get("device"), (str, torch.device)) and torch.device(kwargs["device"]).type == "cpu":
-            kwargs["device"] = dev  # factory-style samples build on the device
-        args = sample.args if op.name in CPU_ARGS else tree_map(move, sample.args)
-        got = op(tree_map(move, sample.input), *args, **kwargs)
+        inp, args, kwargs = move_sample(op, sample, dev)
+        got = op(inp, *args, **kwargs)
         got_leaves, got_spec = tree_flatten(got)
         exp_leaves, exp_spec = tree_flatten(expected)
         assert got_spec == exp_spec, f"output structure {got_spec} != {exp_spec}"
@@ -64,14 +77,55 @@ def compare(op, dev):
     return compared
 
 
-def check_opinfo_forward(dev):
-    """float32 samples of the sampled OpInfos give CPU's outputs (tolerances of assert_close)."""
-    failures, selected, samples = [], ops(), 0
+def grad_leaves(inp):
+    return [t for t in tree_flatten(inp)[0] if isinstance(t, torch.Tensor) and t.requires_grad]
+
+
+def loss_of(out):
+    tensors = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor) and t.requires_grad and t.is_floating_point()]
+    return sum(t.sum() for t in tensors) if tensors else None
+
+
+def compare_backward(op, dev):
+    """Compares the gradients of the op's samples (sum of its outputs) with CPU's; returns how many."""
+    compared = 0
+    for sample in itertools.islice(op.sample_inputs("cpu", torch.float32, requires_grad=True), SAMPLES):
+        leaves = grad_leaves(sample.input)
+        try:
+            loss = loss_of(op(sample.input, *sample.args, **sample.kwargs))
+            expected = torch.autograd.grad(loss, leaves, allow_unused=True) if loss is not None and leaves else None
+        except Exception:
+            continue  # no backward for this sample on CPU
+        if expected is None:
+            continue
+        inp, args, kwargs = move_sample(op, sample, dev)
+        got = torch.autograd.grad(loss_of(op(inp, *args, **kwargs)), grad_leaves(inp), allow_unused=True)
+        for g, e in zip(got, expected):
+            assert (g is None) == (e is None), "a gradient is missing on one side"
+            if e is not None:
+                torch.testing.assert_close(g.cpu(), e, equal_nan=True)
+        compared += 1
+    return compared
+
+
+def run_all(dev, selected, compare_one):
+    failures, samples = [], 0
     for op in selected:
         try:
-            samples += compare(op, dev)
+            samples += compare_one(op, dev)
         except Exception as e:
             failures.append(f"{op.name}{'.' + op.variant_test_name if op.variant_test_name else ''}: "
                             f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}")
     assert not failures, f"{len(failures)}/{len(selected)} ops differ from CPU; first: {failures[0]}"
     return f"{len(selected)} OpInfos, {samples} samples compared with CPU"
+
+
+def check_opinfo_forward(dev):
+    """float32 samples of the sampled OpInfos give CPU's outputs (tolerances of assert_close)."""
+    return run_all(dev, ops(), compare)
+
+
+def check_opinfo_backward(dev):
+    """Gradients of float32 samples of the sampled differentiable, deterministic OpInfos equal CPU's."""
+    deterministic = [op for op in ops() if op.supports_autograd and not is_random(op)]
+    return run_all(dev, deterministic, compare_backward)
