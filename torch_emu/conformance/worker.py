@@ -29,9 +29,10 @@ def checks_of(module) -> list:
     return sorted(funcs, key=lambda f: f.__code__.co_firstlineno)
 
 
-def reason_of(e: BaseException) -> str:
-    """One line: the exception, its message (or the failing source line), and where it was raised."""
-    frames = traceback.extract_tb(e.__traceback__)
+def reason_of(e: BaseException, path: str) -> str:
+    """One line: the exception, its message (or the failing source line), and the check's line."""
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename == path] or \
+        traceback.extract_tb(e.__traceback__)
     message = str(e).strip().splitlines()[0] if str(e).strip() else ""
     if not message and frames:
         message = frames[-1].line or ""
@@ -66,7 +67,7 @@ def main(argv: list[str]) -> int:
         except unittest.SkipTest as e:
             status, reason = "skipped", str(e)
         except BaseException as e:  # a failing check must not stop the tier
-            status, reason = "failed", reason_of(e)
+            status, reason = "failed", reason_of(e, path)
         emit(event="end", check=check.__name__, status=status, reason=reason, note=note,
              seconds=round(time.perf_counter() - start, 3))
     return 0
