@@ -69,14 +69,12 @@ def run_tier(tier: Tier, device: str, imports: list[str], timeout: float) -> dic
     started = [e["check"] for e in events if e["event"] == "start"]
     checks = []
     for name, meaning in tier.checks:
+        entry = {"check": name, "meaning": meaning, "status": "not run", "reason": None, "note": None, "seconds": None}
         if name in results_by_check:
-            e = results_by_check[name]
-            checks.append({"check": name, "meaning": meaning, "status": e["status"], "reason": e["reason"],
-                           "note": e["note"], "seconds": e["seconds"]})
+            entry.update({k: results_by_check[name][k] for k in ("status", "reason", "note", "seconds")})
         elif died and name in started:
-            checks.append({"check": name, "meaning": meaning, "status": "failed", "reason": died, "note": None, "seconds": None})
-        else:
-            checks.append({"check": name, "meaning": meaning, "status": "not run", "reason": None, "note": None, "seconds": None})
+            entry.update(status="failed", reason=died)
+        checks.append(entry)
     if died and not started:  # the process died before its first check (import, backend load)
         checks.insert(0, {"check": "<startup>", "meaning": "the tier's process starts", "status": "failed",
                           "reason": died, "note": None, "seconds": None})

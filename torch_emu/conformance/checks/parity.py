@@ -28,9 +28,10 @@ def ops():
 def to_device(x, dev):
     if not isinstance(x, torch.Tensor):
         return x
-    if x.layout == torch.strided and (x.storage_offset() or x.untyped_storage().nbytes() != x.numel() * x.element_size()):
+    storage = x.untyped_storage() if x.layout == torch.strided else None
+    if storage is not None and (x.storage_offset() or storage.nbytes() != x.numel() * x.element_size()):
         # A view into a larger storage: copy the whole storage, ops like as_strided address all of it.
-        flat = torch.empty(0, dtype=x.dtype).set_(x.untyped_storage(), 0, (x.untyped_storage().nbytes() // x.element_size(),))
+        flat = torch.empty(0, dtype=x.dtype).set_(storage, 0, (storage.nbytes() // x.element_size(),))
         return flat.to(dev).as_strided(x.shape, x.stride(), x.storage_offset())
     return x.to(dev)
 
@@ -82,7 +83,8 @@ def grad_leaves(inp):
 
 
 def loss_of(out):
-    tensors = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor) and t.requires_grad and t.is_floating_point()]
+    tensors = [t for t in tree_flatten(out)[0]
+               if isinstance(t, torch.Tensor) and t.requires_grad and t.is_floating_point()]
     return sum(t.sum() for t in tensors) if tensors else None
 
 
