@@ -28,11 +28,13 @@ def test_ops_get_cpu_and_device_times(baseline_memory):
     mm = events["aten::mm"]
     assert mm.count == 1 and mm.device_time_total > 0 and mm.cpu_time_total > 0
     # Kernels run inside their launch, so the device time of an op is bounded
-    # by the wall time around it: never more than the op's CPU time plus the
-    # event resolution (1 us), and the rate difference of the two clocks (CPU
-    # times come from the TSC, event times from steady_clock: a few parts in
-    # 10^4, which matters when a loaded machine makes the matmul take 50 ms).
-    assert mm.device_time_total <= mm.cpu_time_total * 1.001 + 2
+    # by the wall time around it, up to what the two clocks disagree on: each
+    # kernel endpoint is rounded to the 1 us event resolution, the CPU and
+    # device clocks are aligned once per session (a few us), and their rates
+    # differ by a few parts in 10^4 (CPU times come from the TSC, event times
+    # from steady_clock), which matters when a loaded machine makes the
+    # matmul take 50 ms. CI saw 525 us of device time in 522.4 us of CPU time.
+    assert mm.device_time_total <= mm.cpu_time_total * 1.001 + 10
     table = prof.key_averages().table(row_limit=5)
     assert "EMU total" in table and "aten::mm" in table
     del x
