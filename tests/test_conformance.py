@@ -132,3 +132,13 @@ def test_backend_not_autoloaded_needs_import(tmp_path):
     assert r.returncode == 1 and "no PrivateUse1 backend is loaded" in r.stdout
     r = conformance("--tier", "device", "--import", "torch_emu", env=env)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_runs_as_a_directory_without_torch_emu():
+    """`python .../torch_emu/conformance` never imports torch_emu itself (a vendor's venv has no emu)."""
+    probe = ("import runpy, sys; sys.argv = ['conformance', '--tier', 'device', '--import', 'torch_emu']\n"
+             "sys.modules['torch_emu'] = None  # any import of torch_emu by the runner fails\n"
+             f"runpy.run_path({str(ROOT / 'torch_emu/conformance')!r}, run_name='__main__')")
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
+    assert r.returncode == 0 and "PASSED: 1/1 tiers" in r.stdout, r.stdout + r.stderr
