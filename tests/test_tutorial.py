@@ -50,25 +50,36 @@ def test_steps_are_the_integration_points_in_order():
     assert [title.lower() for _, title in headings[1:]] == [s.lower() for s in STEPS]
 
 
-def test_every_step_names_existing_tiers_failing_before_and_passing_on_the_reference():
+def scaffold_table() -> dict[str, bool]:
+    """Step 0's table: tier -> whether the fresh scaffold passes it."""
+    rows = re.findall(r"^\| ((?:`\w+`(?:, )?)+) \| (passes|fails|fail) \|", run_tutorial.CHAPTER.read_text(), flags=re.M)
+    return {tier: result == "passes" for tiers, result in rows for tier in re.findall(r"`(\w+)`", tiers)}
+
+
+def test_every_step_names_existing_tiers_and_checks_them_on_both_backends():
     known = {t.name for t in discover([])}
-    by_step = {}
+    table = scaffold_table()
+    assert set(table) <= known, f"the table names unknown tiers: {sorted(set(table) - known)}"
+    by_section = {}
     for cmd in chapter_commands():
-        step = re.match(r"Step (\d+)", cmd.heading)
-        if step:
-            by_step.setdefault(int(step.group(1)), []).append(cmd)
-    assert sorted(by_step) == list(range(len(STEPS) + 1))
-    step0 = [c for c in by_step[0] if c.text.startswith(SCAFFOLD) and tiers_of(c.text)]
+        by_section.setdefault(cmd.heading.partition(":")[0], []).append(cmd)
+    assert [f"Step {n}" for n in range(len(STEPS) + 1)] == [s for s in by_section if s.startswith("Step")]
+    step0 = [c for c in by_section["Step 0"] if c.text.startswith(SCAFFOLD) and tiers_of(c.text)]
     assert tiers_of(step0[0].text) == ["device", "memory", "generator", "operators"] and step0[0].expected == 0
-    for n in range(1, len(STEPS) + 1):
-        scaffold = [c for c in by_step[n] if c.text.startswith(SCAFFOLD)]
-        reference = [c for c in by_step[n] if REFERENCE in c.text]
-        assert len(scaffold) == 1 and reference, f"step {n} needs one check on the scaffold and one on emu"
-        tiers = tiers_of(scaffold[0].text)
-        assert tiers and set(tiers) <= known, f"step {n} names tiers {tiers}; known: {sorted(known)}"
-        assert scaffold[0].expected == 1, f"step {n}: its tier should fail on the fresh scaffold"
-        for ref in reference:
-            assert tiers_of(ref.text) == tiers and ref.expected == 0, f"step {n}: {ref.text}"
+    for section, cmds in by_section.items():
+        if section == "Step 0":
+            continue
+        scaffold = [c for c in cmds if c.text.startswith(SCAFFOLD)]
+        reference = [c for c in cmds if REFERENCE in c.text and tiers_of(c.text)]
+        if not scaffold and section.startswith("Step"):
+            raise AssertionError(f"{section} does not check its tier on the scaffold")
+        for c in scaffold:
+            tiers = tiers_of(c.text)
+            assert tiers and set(tiers) <= set(table), f"{section}: {tiers} are not all in step 0's table"
+            expected = 0 if all(table[t] for t in tiers) else 1
+            assert c.expected == expected, f"{section}: the table says the scaffold exits {expected} on {tiers}"
+            assert reference and all(tiers_of(r.text) == tiers and r.expected == 0 for r in reference), \
+                f"{section} must run {tiers} on the reference, expecting 0"
 
 
 def write(tmp_path, body: str) -> str:
