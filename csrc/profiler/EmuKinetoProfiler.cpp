@@ -210,7 +210,9 @@ class EmuActivitySession final : public libkineto::IActivityProfilerSession {
   std::deque<std::string> names_kept_; // stable addresses for records_[i].name
   std::unique_ptr<libkineto::CpuTraceBuffer> buffer_;
 };
+// LITERALINCLUDE END: KINETO_SESSION
 
+// LITERALINCLUDE START: KINETO_REGISTER
 class EmuActivityProfiler final : public libkineto::IActivityProfiler {
  public:
   const std::string& name() const override {
@@ -243,7 +245,7 @@ class EmuActivityProfiler final : public libkineto::IActivityProfiler {
 };
 
 REGISTER_PRIVATEUSE1_PROFILER(EmuActivityProfiler);
-// LITERALINCLUDE END: KINETO_SESSION
+// LITERALINCLUDE END: KINETO_REGISTER
 
 } // namespace
 } // namespace torch_emu
