@@ -60,7 +60,10 @@ at::Tensor host_alias(const at::Tensor& t) {
   if (t.device().is_cpu()) {
     return t;
   }
-  return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), t.options().device(at::kCPU));
+  at::Tensor alias = at::from_blob(t.data_ptr(), t.sizes(), t.strides(), t.options().device(at::kCPU));
+  alias._set_conj(t.is_conj()); // lazy conjugation and negation travel with the alias
+  alias._set_neg(t.is_neg());
+  return alias;
 }
 
 // copy_ lands here whenever one side is a tpldev tensor (host to device, device
@@ -69,8 +72,8 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
   if (dst.numel() == 0) {
     return dst;
   }
-  const bool plain = self.dtype() == dst.dtype() && self.sizes() == dst.sizes() && self.is_contiguous() &&
-                     dst.is_contiguous() && !self.is_conj() && !self.is_neg();
+  auto dense = [](const at::Tensor& t) { return t.is_contiguous() && !t.is_conj() && !t.is_neg(); };
+  const bool plain = self.dtype() == dst.dtype() && self.sizes() == dst.sizes() && dense(self) && dense(dst);
   if (plain) { // the driver's own copy
     TPLDEV_CHECK(tpldevMemcpy(dst.data_ptr(), self.data_ptr(), dst.nbytes()));
   } else {
@@ -154,6 +157,19 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Storage", TORCH_FN(at::native::set_));
   m.impl("set_.source_Tensor", TORCH_FN(at::native::set_tensor_));
   m.impl("set_", TORCH_FN(set_empty));
+}
+
+// A conjugated or negated view reaches copy_from as it is (host_alias carries
+// the bits to CPU's copy). Without these, the Conjugate and Negative fallbacks
+// would first materialise it with clone(), whose copy_ comes back here: an
+// endless recursion.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
 }
 // LITERALINCLUDE END: OPS_REGISTER
 
