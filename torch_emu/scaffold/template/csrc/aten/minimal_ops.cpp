@@ -5,7 +5,6 @@
 // Guide: torch-emu docs/guide/operators.md
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>
-#include <ATen/native/Resize.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/from_blob.h>
@@ -15,6 +14,7 @@
 #include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/DeviceGuard.h>
+#include <c10/util/strides.h>
 #include <torch/library.h>
 
 #include "core/check.h"
@@ -122,7 +122,14 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 // LITERALINCLUDE START: OPS_SET
 at::Tensor& set_storage(at::Tensor& self, at::Storage source, int64_t offset, c10::IntArrayRef size,
                         c10::IntArrayRef stride) {
-  at::native::checkSetStorage(self, std::move(source), offset, size, stride);
+  TORCH_CHECK(stride.data() == nullptr || stride.size() == size.size(), "set_: ", size.size(), " sizes but ",
+              stride.size(), " strides");
+  TORCH_CHECK(offset >= 0, "set_: invalid storage offset ", offset);
+  TORCH_CHECK(source.device() == self.device(), "set_: the storage is on ", source.device(), ", the tensor on ",
+              self.device());
+  if (!self.storage().is_alias_of(source)) {
+    self.unsafeGetTensorImpl()->set_storage_keep_dtype(std::move(source));
+  }
   const c10::DimVector strides = stride.data() != nullptr ? c10::DimVector(stride) : c10::contiguous_strides(size);
   grow_storage(self.storage().unsafeGetStorageImpl(),
                at::detail::computeStorageNbytes(size, strides, self.dtype().itemsize(), offset));
