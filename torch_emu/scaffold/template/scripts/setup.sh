@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
 rm -rf .venv
 "$PYTHON" -m venv .venv
-.venv/bin/pip install --quiet "torch==@TORCH_VERSION@" ninja setuptools wheel pytest numpy
+# expecttest: the conformance suite's parity tier imports PyTorch's OpInfo database, which needs it.
+.venv/bin/pip install --quiet "torch==@TORCH_VERSION@" ninja setuptools wheel pytest numpy expecttest
 # ccache, when installed, makes rebuilds after a clean nearly free.
 if [ -d /usr/lib/ccache ]; then export PATH="/usr/lib/ccache:$PATH"; fi
 MAX_JOBS="${MAX_JOBS:-$(nproc)}" .venv/bin/pip install --quiet --no-build-isolation -e .
