@@ -18,11 +18,24 @@ def main(argv: list[str] | None = None) -> int:
     from .conformance.runner import add_arguments
 
     add_arguments(conf)
+    new = commands.add_parser("new", help="write a new, independent PrivateUse1 backend package to start from")
+    new.add_argument("name", help="device name, also the package's (torch_NAME): a lowercase identifier")
+    new.add_argument("--dir", help="directory to write (default ./NAME); must not exist or be empty")
     args = parser.parse_args(argv)
     if args.command == "conformance":
         from .conformance.runner import run as run_conformance
 
         return run_conformance(args)
+    if args.command == "new":
+        from .scaffold import generate
+
+        try:
+            path = generate(args.name, args.dir or args.name)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        print(f"wrote torch_{args.name} to {path}\nnext: cd {path} && bash scripts/setup.sh && bash scripts/test.sh")
+        return 0
     if args.command == "coverage":
         from .tools import coverage_table
 

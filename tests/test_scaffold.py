@@ -1,0 +1,138 @@
+"""`python -m torch_emu new NAME`: the generated backend package, its validation, and (kit) its build and conformance."""
+
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+from torch_emu.__main__ import main
+from torch_emu.scaffold import CONFORMANCE_DIR, PLACEHOLDER, TEMPLATE, generate
+
+TOKENS = (PLACEHOLDER, PLACEHOLDER.upper(), "@TORCH_VERSION@", "@CONFORMANCE_DIR@")
+EXPECTED = [
+    ".ci/run", "README.md", "pyproject.toml", "setup.py", "scripts/setup.sh", "scripts/test.sh",
+    "scripts/conformance.sh", "csrc/runtime/runtime.h", "csrc/runtime/runtime.cpp", "csrc/core/check.h",
+    "csrc/core/guard.cpp", "csrc/core/allocator.cpp", "csrc/core/generator.h", "csrc/core/generator.cpp",
+    "csrc/core/hooks.cpp", "csrc/aten/minimal_ops.cpp", "csrc/aten/fallback.cpp", "csrc/python/module.cpp",
+    "torch_{n}/__init__.py", "torch_{n}/device.py", "tests/test_{n}.py",
+]
+
+# The files holding one integration point each: quoted by the guide, each names its chapter.
+PARTS = [
+    "csrc/runtime/runtime.h", "csrc/core/guard.cpp", "csrc/core/allocator.cpp", "csrc/core/generator.h",
+    "csrc/core/hooks.cpp", "csrc/aten/minimal_ops.cpp", "csrc/aten/fallback.cpp", "csrc/python/module.cpp",
+    "torch_{n}/__init__.py", "torch_{n}/device.py",
+]
+
+
+def files(root: pathlib.Path) -> dict[str, str]:
+    return {p.relative_to(root).as_posix(): p.read_text() for p in root.rglob("*") if p.is_file()}
+
+
+def test_generates_every_part_with_the_name(tmp_path):
+    out = generate("mydev", tmp_path / "mydev")
+    written = files(out)
+    assert sorted(written) == sorted(e.format(n="mydev") for e in EXPECTED)
+    assert len(written) == sum(1 for p in TEMPLATE.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    for path, text in written.items():
+        for token in TOKENS:
+            assert token.lower() not in path.lower() and token.lower() not in text.lower(), (path, token)
+    assert 'mydev = "torch_mydev:_autoload"' in written["pyproject.toml"]
+    assert 'rename_privateuse1_backend("mydev")' in written["torch_mydev/__init__.py"]
+    assert "MYDEV_DEVICE_COUNT" in written["csrc/runtime/runtime.h"]
+    assert str(CONFORMANCE_DIR) in written["scripts/conformance.sh"] and (CONFORMANCE_DIR / "__main__.py").is_file()
+    import torch
+
+    assert f"torch=={torch.__version__.split('+')[0]}" in written["scripts/setup.sh"]
+    assert all(os.access(out / s, os.X_OK) for s in ("scripts/setup.sh", "scripts/test.sh", ".ci/run"))
+
+
+def test_every_part_is_quoted_and_points_to_its_chapter(tmp_path):
+    written = files(generate("mydev", tmp_path / "g"))
+    root = pathlib.Path(__file__).resolve().parent.parent
+    for part in PARTS:
+        text = written[part.format(n="mydev")]
+        assert "LITERALINCLUDE START:" in text, part
+        chapter = re.search(r"Guide: torch-emu (docs/guide/\w+\.md)", text)
+        assert chapter and (root / chapter.group(1)).is_file(), part
+
+
+def test_generated_python_compiles(tmp_path):
+    out = generate("mydev", tmp_path / "g")
+    for path in out.rglob("*.py"):
+        compile(path.read_text(), str(path), "exec")
+
+
+def test_two_names_are_independent(tmp_path):
+    a = files(generate("alphadev", tmp_path / "a"))
+    b = files(generate("betadev", tmp_path / "b"))
+    assert "torch_alphadev/__init__.py" in a and "torch_betadev/__init__.py" in b
+    assert not any("alphadev" in p or "alphadev" in t for p, t in b.items())
+    assert not any("betadev" in p or "betadev" in t for p, t in a.items())
+
+
+@pytest.mark.parametrize("name, why", [
+    ("MyDev", "lowercase"), ("1dev", "lowercase"), ("my-dev", "lowercase"), ("", "lowercase"),
+    ("class", "keyword"), ("cuda", "device type"), ("meta", "device type"), ("emu", "device type"),
+    ("nn", "already exists"), ("abs", "already exists"),
+])
+def test_bad_names(tmp_path, name, why):
+    with pytest.raises(ValueError, match=why):
+        generate(name, tmp_path / "g")
+    assert not (tmp_path / "g").exists()
+
+
+def test_bad_directory(tmp_path):
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "keep.txt").write_text("mine")
+    with pytest.raises(ValueError, match="not an empty directory"):
+        generate("mydev", tmp_path / "full")
+    assert [p.name for p in (tmp_path / "full").iterdir()] == ["keep.txt"]
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ValueError, match="not an empty directory"):
+        generate("mydev", tmp_path / "file")
+    (tmp_path / "empty").mkdir()
+    assert (generate("mydev", tmp_path / "empty") / "setup.py").is_file()
+
+
+def test_cli(tmp_path, capsys):
+    assert main(["new", "clidev", "--dir", str(tmp_path / "ok")]) == 0
+    assert (tmp_path / "ok" / "torch_clidev" / "device.py").is_file()
+    assert "scripts/setup.sh" in capsys.readouterr().out
+    assert main(["new", "Bad", "--dir", str(tmp_path / "bad")]) == 2
+    assert capsys.readouterr().err.startswith("error: bad name 'Bad'")
+    assert main(["new", "clidev", "--dir", str(tmp_path / "ok")]) == 2
+    assert "not an empty directory" in capsys.readouterr().err
+
+
+# LITERALINCLUDE START: KIT_TEST
+@pytest.mark.kit
+def test_generated_backend_builds_and_conforms(tmp_path):
+    """Generates a backend, builds it in place, runs every conformance tier and its own tests on it."""
+    out = generate("kitdev", tmp_path / "kitdev")
+    path = f"/usr/lib/ccache:{os.environ['PATH']}" if os.path.isdir("/usr/lib/ccache") else os.environ["PATH"]
+    build = subprocess.run([sys.executable, "setup.py", "build_ext", "--inplace"], cwd=out, capture_output=True,
+                           text=True, timeout=900, env={**os.environ, "PATH": path, "MAX_JOBS": str(os.cpu_count())})
+    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
+    # Only one backend may own PrivateUse1 in a process: emu must not autoload next to kitdev.
+    env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0", "PYTHONPATH": str(out)}
+    report_file = tmp_path / "report.json"
+    subprocess.run([sys.executable, str(CONFORMANCE_DIR), "--import", "torch_kitdev", "--json", str(report_file)],
+                   cwd=out, env=env, capture_output=True, text=True, timeout=3000)
+    report = json.loads(report_file.read_text())
+    assert report["device"] == "kitdev"
+    tiers = {t["tier"]: t for t in report["tiers"]}
+    for name in ("device", "memory", "generator", "operators"):
+        assert tiers[name]["ok"] and tiers[name]["skipped"] == 0, tiers[name]["first_failure"]
+    for tier in tiers.values():  # the others fail or skip, each time saying why
+        for check in tier["checks"]:
+            assert check["status"] in ("passed", "failed", "skipped"), (tier["tier"], check)
+            assert check["status"] == "passed" or check["reason"], (tier["tier"], check)
+    tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"], cwd=out,
+                           env=env, capture_output=True, text=True, timeout=600)
+    assert tests.returncode == 0, tests.stdout[-3000:]
+# LITERALINCLUDE END: KIT_TEST

@@ -1,0 +1,66 @@
+"""``python -m torch_emu new NAME [--dir DIR]``: writes a new, independent PrivateUse1 backend.
+
+The package it writes (device ``NAME``, Python package ``torch_NAME``) is the minimal
+integration, in small files each quoted by docs/guide/scaffold.md: a driver over host memory,
+device guard, caching allocator, hooks, generator, the minimal operators plus a CPU fallback,
+the device module, tests and scripts. ``template/`` holds those files with ``tpldev`` (and
+``TPLDEV``) where the name goes; generation substitutes them in contents and file names.
+"""
+
+import importlib.metadata
+import keyword
+import pathlib
+import re
+import shutil
+
+TEMPLATE = pathlib.Path(__file__).resolve().parent / "template"
+CONFORMANCE_DIR = pathlib.Path(__file__).resolve().parent.parent / "conformance"
+PLACEHOLDER = "tpldev"
+# c10::DeviceType names (c10/core/DeviceType.cpp) and emu's own: torch knows these already.
+DEVICE_TYPES = frozenset(
+    "cpu cuda mkldnn opengl opencl ideep hip fpga maia xla vulkan metal xpu mps meta hpu ve lazy ipu mtia "
+    "privateuseone privateuse1 emu".split()
+)
+
+
+def check_name(name: str) -> None:
+    """Raises ValueError unless ``name`` can be a new device type and Python package."""
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", name or ""):
+        raise ValueError(f"bad name {name!r}: use a lowercase Python identifier such as 'mydev' "
+                         "(letters, digits, underscores; starting with a letter)")
+    if keyword.iskeyword(name):
+        raise ValueError(f"bad name {name!r}: it is a Python keyword")
+    if name in DEVICE_TYPES:
+        raise ValueError(f"bad name {name!r}: torch already has a device type of that name")
+    import torch  # torch.NAME is the device module and Tensor.NAME() the copy method: both must be free
+
+    if hasattr(torch, name) or hasattr(torch.Tensor, name):
+        raise ValueError(f"bad name {name!r}: torch.{name} or torch.Tensor.{name} already exists")
+
+
+def check_directory(directory: pathlib.Path) -> None:
+    if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
+        raise ValueError(f"{directory} exists and is not an empty directory")
+
+
+def generate(name: str, directory: str | pathlib.Path) -> pathlib.Path:
+    """Writes the backend ``name`` into ``directory`` (created; must not exist or be empty)."""
+    check_name(name)
+    directory = pathlib.Path(directory).resolve()
+    check_directory(directory)
+    values = {
+        PLACEHOLDER: name,
+        PLACEHOLDER.upper(): name.upper(),
+        "@TORCH_VERSION@": importlib.metadata.version("torch").split("+")[0],
+        "@CONFORMANCE_DIR@": str(CONFORMANCE_DIR),
+    }
+    pattern = re.compile("|".join(map(re.escape, values)))
+    directory.mkdir(parents=True, exist_ok=True)
+    for source in sorted(TEMPLATE.rglob("*")):
+        if source.is_dir() or "__pycache__" in source.parts:
+            continue
+        target = directory / pattern.sub(lambda m: values[m.group()], str(source.relative_to(TEMPLATE)))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(pattern.sub(lambda m: values[m.group()], source.read_text()))
+        shutil.copymode(source, target)  # the scripts stay executable
+    return directory
