@@ -20,8 +20,6 @@ OPINFO_FAILURES = {
     "addr-bfloat16": _COMPOSITE + " (bf16 intermediates in beta*self + alpha*outer; 1 bf16 ulp)",
     "native_group_norm-bfloat16": _COMPOSITE,
     "nn.functional.group_norm-bfloat16": _COMPOSITE,
-    "nn.functional.linear_cross_entropy.chunked-bfloat16": _COMPOSITE + " (1 bf16 ulp)",
-    "nn.functional.linear_cross_entropy.chunked_none-bfloat16": _COMPOSITE + " (1 bf16 ulp)",
     "nn.functional.multi_head_attention_forward-bfloat16": (
         _COMPOSITE + " (one element of 12 near zero differs by 3.3e-4: bf16 intermediates)"
     ),

@@ -292,7 +292,7 @@ def optim_impls(info) -> list:
     return ["forloop"] + [i for i in ("foreach", "fused") if i in info.supported_impls]
 
 
-def _model(info, dtype):
+def optim_model(info, dtype):
     torch.manual_seed(0)
     if info.only_supports_sparse_grads:  # SparseAdam: sparse gradients of dense parameters
         return torch.nn.Embedding(6, 3, sparse=True).to(dtype)
@@ -351,7 +351,7 @@ def compare_optimizer(info, config, impl, dtype, dev, steps) -> None:
     """``steps`` steps of the optimizer on the device give CPU's parameters and state (the same
     implementation on CPU, which has foreach and fused kernels too). Raises unittest.SkipTest when
     CPU rejects the configuration, or for ``fused`` when the device has no fused kernel."""
-    cpu_model, batches = _model(info, dtype), _batches(info, dtype, steps)
+    cpu_model, batches = optim_model(info, dtype), _batches(info, dtype, steps)
     try:
         cpu_optim = _train(info, cpu_model, optim_kwargs(config, impl, "cpu"), batches, "cpu")
     except Exception as e:
@@ -359,11 +359,11 @@ def compare_optimizer(info, config, impl, dtype, dev, steps) -> None:
             raise unittest.SkipTest(f"CPU rejects this configuration: {one_line(e)}")
         # CPU cannot be the same implementation without capturable (a Tensor lr needs capturable
         # with foreach): the for-loop one is the reference.
-        cpu_model = _model(info, dtype)
+        cpu_model = optim_model(info, dtype)
         cpu_optim = _train(info, cpu_model, optim_kwargs(config, "forloop", "cpu"), batches, "cpu")
     error = None
     try:
-        dev_model = _model(info, dtype).to(dev)  # same seed: the CPU model's initial state
+        dev_model = optim_model(info, dtype).to(dev)  # same seed: the CPU model's initial state
         dev_optim = _train(info, dev_model, optim_kwargs(config, impl, dev), batches, dev)
         tol = {}
         if config.kwargs.get("capturable") and dtype == torch.float64:
