@@ -7,7 +7,7 @@ import pathlib
 import torch
 
 TIER = "module_parity"
-CHAPTER = "operators"
+CHAPTER = "testing"
 ORDER = 56
 FULL = os.environ.get("TORCH_CONFORMANCE_FULL", "") not in ("", "0")  # set by --full
 # By default every STRIDE-th ModuleInfo (by name), each check from another offset so that together

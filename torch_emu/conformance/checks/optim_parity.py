@@ -8,7 +8,7 @@ import unittest
 import torch
 
 TIER = "optim_parity"
-CHAPTER = "operators"
+CHAPTER = "testing"
 ORDER = 57
 FULL = os.environ.get("TORCH_CONFORMANCE_FULL", "") not in ("", "0")  # set by --full
 # By default every STRIDE-th (optimizer, configuration) pair of an implementation, float32, three
