@@ -170,7 +170,11 @@ def rank_main(scenario, dev, rank, port, folder):
     try:
         for name in filter(None, os.environ.get(IMPORTS_ENV, "").split(",")):
             importlib.import_module(name)  # the backend, when torch does not autoload it
-        device = torch.device(dev, rank % torch.accelerator.device_count())
+        accelerator = torch.accelerator.current_accelerator()
+        count = torch.accelerator.device_count() if accelerator else 0
+        if getattr(accelerator, "type", None) != dev or not count:
+            raise RuntimeError(f"the rank process has no {dev!r} device (not autoloaded, and no --import names it)")
+        device = torch.device(dev, rank % count)
         dist.init_process_group(init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD,
                                 timeout=PG_TIMEOUT, device_id=device)
         try:
