@@ -85,7 +85,8 @@ def assert_same(got, expected, what, dev, shape_only=False):
             assert isinstance(g, torch.Tensor), f"{what}[{i}]: {type(g).__name__} instead of a tensor"
             assert dev is None or g.device.type == dev, f"{what}[{i}]: on {g.device}, not {dev}"
             if shape_only:
-                assert (g.shape, g.dtype) == (e.shape, e.dtype), f"{what}[{i}]: {g.shape} {g.dtype} vs {e.shape} {e.dtype}"
+                assert (g.shape, g.dtype) == (e.shape, e.dtype), \
+                    f"{what}[{i}]: {g.shape} {g.dtype} vs {e.shape} {e.dtype}"
             else:
                 torch.testing.assert_close(g.detach().cpu(), e.detach(), equal_nan=True,
                                            msg=lambda m, i=i: f"{what}[{i}]: {m}")
@@ -125,7 +126,8 @@ def _grad_leaves(tree) -> list:
 
 
 def _sum_outputs(out):
-    outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor) and t.requires_grad and t.is_floating_point()]
+    outs = [t for t in tree_flatten(out)[0]
+            if isinstance(t, torch.Tensor) and t.requires_grad and t.is_floating_point()]
     return sum(t.sum() for t in outs) if outs else None
 
 

@@ -1,4 +1,4 @@
-"""torch.distributed has a default backend for the device whose collectives and DDP run on device tensors (one and two ranks)."""
+"""torch.distributed has a default backend for the device; collectives and DDP run on device tensors (1 and 2 ranks)."""
 
 import json
 import os
@@ -32,8 +32,8 @@ def free_port():
 
 def default_backend(dev):
     backend = dist.is_available() and dist.Backend.default_device_backend_map.get(dev)
-    assert backend, (f"no torch.distributed backend is registered for device {dev!r} "
-                     f"(torch.distributed.Backend.default_device_backend_map: {dist.Backend.default_device_backend_map})")
+    assert backend, (f"no torch.distributed backend is registered for device {dev!r} (torch.distributed."
+                     f"Backend.default_device_backend_map: {dist.Backend.default_device_backend_map})")
     return backend
 
 

@@ -1,4 +1,4 @@
-"""A sample of PyTorch's ModuleInfo database gives CPU's outputs, gradients and buffers on the device (all with --full)."""
+"""A sample of PyTorch's ModuleInfo database gives CPU's outputs, gradients and buffers on the device (all: --full)."""
 
 import importlib.util
 import os
@@ -46,4 +46,5 @@ def check_modules_eval(dev):
 
 def check_modules_float64(dev):
     """float64 modules equal CPU's: in train mode (in both modes with --full)."""
-    return "; ".join(run_all(dev, torch.float64, training, offset=2) for training in ((True, False) if FULL else (True,)))
+    modes = (True, False) if FULL else (True,)
+    return "; ".join(run_all(dev, torch.float64, training, offset=2) for training in modes)

@@ -1,4 +1,4 @@
-"""A sample of PyTorch's OptimizerInfo database: steps on the device give CPU's parameters and state (all with --full)."""
+"""A sample of PyTorch's OptimizerInfo database: device steps give CPU's parameters and state (all with --full)."""
 
 import importlib.util
 import os
