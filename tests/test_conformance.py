@@ -34,7 +34,17 @@ def test_operators_without_native_kernels(tmp_path):
     r = conformance("--tier", "operators", "parity", "--json", str(report), env={"TORCH_EMU_NATIVE_KERNELS": "0"})
     assert r.returncode == 0, r.stdout + r.stderr
     tiers = json.loads(report.read_text())["tiers"]
-    assert tiers[0]["passed"] >= 8 and tiers[1]["passed"] == 2 and "OpInfos" in tiers[1]["checks"][0]["note"]
+    assert tiers[0]["passed"] >= 8 and tiers[1]["passed"] == 3 and "OpInfos" in tiers[1]["checks"][0]["note"]
+
+
+def test_distributed_without_a_backend_fails_at_once(tmp_path):
+    """A device with no c10d backend fails every distributed check with the reason; no rank is spawned to hang."""
+    report = tmp_path / "report.json"
+    r = conformance("--tier", "distributed", "--device", "meta", "--timeout", "60", "--json", str(report))
+    assert r.returncode == 1, r.stdout + r.stderr
+    checks = json.loads(report.read_text())["tiers"][0]["checks"]
+    assert [c["status"] for c in checks] == ["failed"] * 4 and all(c["seconds"] < 5 for c in checks)
+    assert all("no torch.distributed backend is registered for device 'meta'" in c["reason"] for c in checks)
 
 
 BROKEN = '''

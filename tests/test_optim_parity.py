@@ -13,18 +13,18 @@ tests on GPUs run too; CPU, which cannot capture, is then the reference
 without ``capturable``.
 
 The default run is float32 with every configuration.  ``TORCH_EMU_OPTIM_FULL=1``
-adds float64 and more steps.  Known mismatches live in
+adds float64 and more steps.  The comparisons are torch_emu/conformance/checks/_parity.py,
+which the conformance suite's ``optim_parity`` tier runs too.  Known mismatches live in
 ``parity_known_failures.OPTIM_FAILURES``.
 """
 
-import copy
 import os
 import sys
 
 import pytest
 import torch
-from torch.testing._internal.common_optimizers import optim_db
-from torch.utils._pytree import tree_flatten
+
+from torch_emu.conformance.checks import _parity  # the comparisons, shared with the conformance tier
 
 sys.path.insert(0, os.path.dirname(__file__))
 from parity_known_failures import OPTIM_FAILURES, marks_for  # noqa: E402
@@ -34,127 +34,20 @@ DTYPES = [torch.float32] + ([torch.float64] if FULL else [])
 STEPS = 5 if FULL else 3
 
 
-def _configs(info):
-    """The optimizer inputs for emu, plus the GPUs' capturable ones."""
-    configs = {c.desc: c for c in info.optim_inputs_func(device="emu")}
-    for c in info.optim_inputs_func(device="cuda"):
-        if c.kwargs.get("capturable"):
-            configs.setdefault(c.desc, c)
-    return list(configs.values())
-
-
-def _impls(info):
-    return ["forloop"] + [i for i in ("foreach", "fused") if i in info.supported_impls]
-
-
 def _params():
-    for info in optim_db:
-        for config in _configs(info):
-            for impl in _impls(info):
+    for info in _parity.optim_db():
+        for config in _parity.optim_configs(info, "emu"):
+            for impl in _parity.optim_impls(info):
                 for dtype in DTYPES:
                     tid = f"{info.name}-{config.desc}-{impl}-{str(dtype).split('.')[-1]}"
                     marks = marks_for(OPTIM_FAILURES, tid, info.name)
                     yield pytest.param(info, config, impl, dtype, id=tid, marks=marks)
 
 
-def _model(info, dtype):
-    torch.manual_seed(0)
-    if info.only_supports_sparse_grads:  # SparseAdam: sparse gradients of dense parameters
-        return torch.nn.Embedding(6, 3, sparse=True).to(dtype)
-    bias = info.name != "Muon"  # Muon takes 2-D parameters only
-    return torch.nn.Sequential(
-        torch.nn.Linear(4, 3, bias=bias), torch.nn.Tanh(), torch.nn.Linear(3, 2, bias=bias)
-    ).to(dtype)
-
-
-def _batches(info, dtype):
-    gen = torch.Generator().manual_seed(1)
-    if info.only_supports_sparse_grads:
-        return [torch.randint(0, 6, (5,), generator=gen) for _ in range(STEPS)]
-    return [torch.randn(5, 4, generator=gen, dtype=dtype) for _ in range(STEPS)]
-
-
-def _train(info, model, kwargs, batches, device):
-    optim = info.optim_cls(model.parameters(), **kwargs)
-
-    def closure():
-        optim.zero_grad()
-        loss = model(x).pow(2).sum()
-        loss.backward()
-        return loss
-
-    for x in batches:
-        x = x.to(device)
-        if info.step_requires_closure:
-            optim.step(closure)
-        else:
-            closure()
-            optim.step()
-    return optim
-
-
-# LITERALINCLUDE START: OPTIM_KWARGS
-def _kwargs(config, impl, device):
-    # CPU is not a capturable device: its reference runs the same maths uncaptured.
-    kwargs = copy.deepcopy(config.kwargs)
-    if impl != "forloop":
-        kwargs[impl] = True
-    if device == "cpu" and kwargs.get("capturable"):
-        kwargs["capturable"] = False
-    return kwargs
-# LITERALINCLUDE END: OPTIM_KWARGS
-
-
-def _assert_state_equal(emu_optim, cpu_optim, tol):
-    emu_state, cpu_state = emu_optim.state_dict()["state"], cpu_optim.state_dict()["state"]
-    emu_leaves, emu_spec = tree_flatten(emu_state)
-    cpu_leaves, cpu_spec = tree_flatten(cpu_state)
-    assert emu_spec == cpu_spec, f"state structure differs: {emu_spec} vs {cpu_spec}"
-    for i, (e, c) in enumerate(zip(emu_leaves, cpu_leaves)):
-        if isinstance(c, torch.Tensor):
-            # ``step`` lives on the device only when capturable or fused.
-            torch.testing.assert_close(e.cpu(), c, check_dtype=False, **tol, msg=lambda m: f"state leaf {i}: {m}")
-        else:
-            assert e == c, f"state leaf {i}: {e!r} != {c!r}"
-
-
-def _compare(info, config, impl, dtype, cpu_model, cpu_optim, batches):
-    emu_model = _model(info, dtype).to("emu")  # same seed: the CPU model's initial state
-    emu_optim = _train(info, emu_model, _kwargs(config, impl, "emu"), batches, "emu")
-    tol = {}
-    if config.kwargs.get("capturable") and dtype == torch.float64:
-        # A capturable ``step`` is a float32 tensor (torch.optim's scalar dtype),
-        # so its bias corrections round to float32; the CPU reference's are floats.
-        tol = {"rtol": 1.3e-6, "atol": 1e-5}
-    for (name, e), c in zip(emu_model.named_parameters(), cpu_model.parameters()):
-        assert e.device.type == "emu", f"parameter {name} on {e.device}"
-        torch.testing.assert_close(e.detach().cpu(), c.detach(), **tol, msg=lambda m: f"parameter {name}: {m}")
-    _assert_state_equal(emu_optim, cpu_optim, tol)
-
-
 @pytest.mark.parametrize("info,config,impl,dtype", list(_params()))
 def test_optimizer(info, config, impl, dtype, baseline_memory):
-    cpu_model = _model(info, dtype)
-    batches = _batches(info, dtype)
-    try:
-        cpu_optim = _train(info, cpu_model, _kwargs(config, impl, "cpu"), batches, "cpu")
-    except Exception as exc:
-        if not config.kwargs.get("capturable"):
-            pytest.skip(f"CPU rejects this configuration: {exc}")
-        # CPU cannot be the same implementation without capturable (a Tensor
-        # lr needs capturable with foreach): the for-loop one is the reference.
-        cpu_model = _model(info, dtype)
-        cpu_optim = _train(info, cpu_model, _kwargs(config, "forloop", "cpu"), batches, "cpu")
-    error = None
-    try:
-        _compare(info, config, impl, dtype, cpu_model, cpu_optim, batches)
-    except Exception as exc:
-        error = f"{type(exc).__name__}: {exc}"
-    # Raised outside the except block: the caught exception's frames hold emu
-    # tensors (pytest keeps the last failure alive), which must be freed
-    # before the leak check.
-    if error:
-        raise AssertionError(error)
+    # CPU rejecting the configuration raises unittest.SkipTest: a pytest skip.
+    _parity.compare_optimizer(info, config, impl, dtype, "emu", STEPS)
 
 
 # LITERALINCLUDE START: OPTIM_DEVICE_LISTS
@@ -173,7 +66,7 @@ def test_emu_is_a_foreach_fused_and_capturable_device():
 # LITERALINCLUDE END: OPTIM_DEVICE_LISTS
 
 
-_FUSED = [info for info in optim_db if "fused" in info.supported_impls]
+_FUSED = [info for info in _parity.optim_db() if "fused" in info.supported_impls]
 
 
 @pytest.mark.parametrize("info", _FUSED, ids=[info.name for info in _FUSED])
@@ -182,7 +75,7 @@ def test_fused_step_runs_the_fused_kernel(info, baseline_memory):
     # fallback on emu memory: one call for all parameters, not a loop.
     from torch_emu.tools import fallback_report
 
-    model = _model(info, torch.float32).to("emu")
+    model = _parity.optim_model(info, torch.float32).to("emu")
     optim = info.optim_cls(model.parameters(), fused=True)
     model(torch.randn(5, 4, device="emu")).sum().backward()
     with fallback_report() as report:

@@ -240,9 +240,18 @@ bool structured_with_kernel_for(const c10::OperatorHandle& op) {
       op.hasKernelForDispatchKey(cpu_key);
 }
 
+// A few ops (addr, native_group_norm, _stack, any/all.dims_out) have a CPU kernel and, for every
+// other backend, a decomposition (CompositeExplicitAutograd) that the dispatcher prefers to a
+// backend fallback: emu would round differently from CPU (addr and group_norm in bfloat16). Like
+// every op CPU implements, they run CPU's kernel through the fallback.
+bool cpu_kernel_or_structured(const c10::OperatorHandle& op) {
+  return structured_with_kernel_for<c10::DispatchKey::CPU>(op) ||
+      (op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) &&
+       op.hasKernelForDispatchKey(c10::DispatchKey::CPU));
+}
+
 void route_structured_ops_to_fallback() {
-  fallback_routed_ops() =
-      route_to_fallback(c10::DispatchKey::PrivateUse1, &structured_with_kernel_for<c10::DispatchKey::CPU>);
+  fallback_routed_ops() = route_to_fallback(c10::DispatchKey::PrivateUse1, &cpu_kernel_or_structured);
   route_to_fallback(c10::DispatchKey::QuantizedPrivateUse1, &structured_with_kernel_for<c10::DispatchKey::QuantizedCPU>);
 }
 // LITERALINCLUDE END: FALLBACK_STRUCTURED

@@ -8,6 +8,7 @@ it at once, so that the parent knows which check was running if this process die
 import importlib
 import importlib.util
 import json
+import os
 import sys
 import time
 import traceback
@@ -48,6 +49,8 @@ def main(argv: list[str]) -> int:
         out.write(json.dumps(event) + "\n")
         out.flush()
 
+    # Processes a check spawns import only torch: they read this to load the backend the same way.
+    os.environ["TORCH_CONFORMANCE_IMPORTS"] = ",".join(imports)
     for name in imports:
         importlib.import_module(name)
     import torch
