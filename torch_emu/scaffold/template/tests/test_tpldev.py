@@ -34,6 +34,16 @@ def test_op_through_fallback():
     torch.testing.assert_close(got.cpu(), (a @ b).relu().sum(0))
 
 
+@pytest.mark.parametrize("module", [torch.nn.BatchNorm1d(3), torch.nn.InstanceNorm1d(3, track_running_stats=True)])
+def test_norm_running_statistics(module):
+    x = torch.randn(4, 3, 5)
+    device_module = type(module)(3, track_running_stats=True).to("tpldev")
+    for _ in range(2):
+        torch.testing.assert_close(device_module(x.to("tpldev")).cpu(), module(x))
+    for name, buffer in module.named_buffers():
+        torch.testing.assert_close(dict(device_module.named_buffers())[name].cpu(), buffer)
+
+
 def test_mixed_devices_raise():
     with pytest.raises(RuntimeError, match="same device"):
         torch.ones(3, device="tpldev") + torch.ones(3)

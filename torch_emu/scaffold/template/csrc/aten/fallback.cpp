@@ -2,13 +2,15 @@
 // kernel on copies of its tpldev tensors (at::native::cpu_fallback), after two
 // checks of our own: all tensors on one device, and random ops drawing from
 // the tpldev generator. Then the few ops whose CPU path the fallback cannot
-// reach (convolution) or that draw without a generator argument (dropout).
+// reach (convolution), that draw without a generator argument (dropout) or
+// that write to an argument their schema does not mark as written (batch norm).
 // Guide: torch-emu docs/guide/operators.md
 #include <ATen/core/Tensor.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/ops/convolution.h>
 #include <ATen/ops/convolution_backward.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/native_batch_norm.h>
 #include <ATen/ops/ones_like.h>
 #include <torch/library.h>
 
@@ -76,6 +78,10 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 }
 // LITERALINCLUDE END: FALLBACK
 
+std::optional<at::Tensor> cpu_copy(const std::optional<at::Tensor>& t) {
+  return t.has_value() && t->defined() ? std::optional(t->cpu()) : std::nullopt;
+}
+
 // LITERALINCLUDE START: FALLBACK_EXCEPTIONS
 // Convolution picks its implementation by device; for a PrivateUse1 tensor
 // it calls convolution_overrideable, whose CPU kernel only raises. So run
@@ -84,9 +90,7 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
                                     const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
                                     at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
                                     at::IntArrayRef output_padding, int64_t groups) {
-  const std::optional<at::Tensor> cpu_bias = bias.has_value() && bias->defined() ? std::optional(bias->cpu())
-                                                                                 : std::nullopt;
-  return at::convolution(input.cpu(), weight.cpu(), cpu_bias, stride, padding, dilation, transposed,
+  return at::convolution(input.cpu(), weight.cpu(), cpu_copy(bias), stride, padding, dilation, transposed,
                          output_padding, groups)
       .to(input.device());
 }
@@ -114,8 +118,28 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
   return {input.mul(mask).mul_(keep == 0 ? 0.0 : 1.0 / keep), mask};
 }
 
+// Training batch norm updates running_mean and running_var in place, but the
+// schema of native_batch_norm does not mark them as written, so the fallback
+// would update CPU copies and drop them. Write them back here.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var, bool training,
+    double momentum, double eps) {
+  const std::optional<at::Tensor> mean = cpu_copy(running_mean);
+  const std::optional<at::Tensor> var = cpu_copy(running_var);
+  auto [out, save_mean, save_invstd] =
+      at::native_batch_norm(input.cpu(), cpu_copy(weight), cpu_copy(bias), mean, var, training, momentum, eps);
+  for (const auto& [copy, original] : {std::pair(mean, running_mean), std::pair(var, running_var)}) {
+    if (copy.has_value()) {
+      original->copy_(*copy);
+    }
+  }
+  return {out.to(input.device()), save_mean.to(input.device()), save_invstd.to(input.device())};
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("convolution_overrideable", TORCH_FN(convolution_overrideable));
+  m.impl("native_batch_norm", TORCH_FN(native_batch_norm));
   m.impl("convolution_backward_overrideable", TORCH_FN(convolution_backward_overrideable));
   m.impl("native_dropout", TORCH_FN(native_dropout));
 }
