@@ -13,8 +13,26 @@ def fn(x, y):
     return (x @ y).relu().sum(1) * 2 + x.mean()
 
 
+def require_inductor(dev):
+    """Inductor compiles for a device only with a Dynamo device interface and a code generator for it:
+    without them, say that, rather than Inductor's lowering error that names neither."""
+    from torch._dynamo.device_interface import get_interface_for_device
+    from torch._inductor.codegen.common import get_scheduling_for_device, init_backend_registration
+
+    try:
+        get_interface_for_device(dev)
+    except NotImplementedError:
+        raise AssertionError(f"no Dynamo device interface is registered for {dev!r} "
+                             "(torch._dynamo.device_interface.register_interface_for_device)") from None
+    init_backend_registration()
+    if get_scheduling_for_device(dev) is None:
+        raise AssertionError(f"no Inductor code generator is registered for {dev!r} "
+                             "(torch._inductor.codegen.common.register_backend_for_device)")
+
+
 def check_inductor(dev):
     """torch.compile with the default (Inductor) backend matches eager on device tensors, output on the device."""
+    require_inductor(dev)
     torch._dynamo.reset()
     x, y = torch.randn(8, 16, device=dev), torch.randn(16, 4, device=dev)
     out = torch.compile(fn)(x, y)
@@ -31,6 +49,7 @@ def check_aot_eager(dev):
 
 def check_dynamic_shapes(dev):
     """A function compiled with dynamic=True gives correct results for several input sizes."""
+    require_inductor(dev)
     torch._dynamo.reset()
     compiled = torch.compile(fn, dynamic=True)
     for n in (3, 7, 12):
@@ -40,6 +59,7 @@ def check_dynamic_shapes(dev):
 
 def check_compiled_backward(dev):
     """A compiled model's gradients equal the eager model's."""
+    require_inductor(dev)
     torch._dynamo.reset()
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.GELU(), torch.nn.Linear(8, 1)).to(dev)
