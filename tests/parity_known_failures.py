@@ -21,7 +21,7 @@ OPINFO_FAILURES = {
         _COMPOSITE + " (one element of 12 near zero differs by 3.3e-4: bf16 intermediates)"
     ),
     # A different (fused) kernel where CPU runs math.
-    "nn.functional.scaled_dot_product_attention-float32": (
+    "nn.functional.scaled_dot_product_attention-backward": (
         "a float mask that needs a gradient runs emu's fused kernel (as CUDA's memory-efficient one) but CPU's "
         "math path: backward rounding differs (2.7e-4 on inputs up to 9); emu equals CPU's flash kernel exactly, "
         "tests/test_attention.py compares each backend with its CPU counterpart"
