@@ -53,12 +53,15 @@ BROKEN = '''
     import time
     import unittest
 
+    import _shared  # a helper module next to this file: importable while the tier loads
+
     TIER = "broken"
     CHAPTER = "conformance"
 
 
     def check_passes(dev):
-        """Passes."""
+        """Passes, with its folder's helper."""
+        assert _shared.ANSWER == 42
 
 
     def check_skips(dev):
@@ -96,6 +99,7 @@ HANGS = '''
 def test_failures_crashes_and_hangs_are_reported(tmp_path):
     (tmp_path / "broken.py").write_text(textwrap.dedent(BROKEN))
     (tmp_path / "hangs.py").write_text(textwrap.dedent(HANGS))
+    (tmp_path / "_shared.py").write_text("ANSWER = 42\n")
     report = tmp_path / "report.json"
     r = conformance("--checks-module", str(tmp_path / "broken.py"), "--checks-module", str(tmp_path / "hangs.py"),
                     "--tier", "broken", "hangs", "--timeout", "8", "--json", str(report))

@@ -6,12 +6,12 @@ also runs as a directory: ``python <torch-emu checkout>/torch_emu/conformance --
 The runner, the worker and the checks need nothing of torch_emu.
 """
 
-import importlib.util
-import pathlib
 import sys
 
+if __package__:  # python -m torch_emu.conformance
+    from .runner import main
+else:  # python path/to/conformance: Python puts this folder first on sys.path
+    from runner import main
+
 if __name__ == "__main__":
-    spec = importlib.util.spec_from_file_location("_conformance_runner", pathlib.Path(__file__).parent / "runner.py")
-    runner = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(runner)
-    sys.exit(runner.main())
+    sys.exit(main())

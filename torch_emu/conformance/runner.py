@@ -2,7 +2,6 @@
 
 import argparse
 import dataclasses
-import importlib.util
 import json
 import os
 import pathlib
@@ -12,14 +11,13 @@ import sys
 import tempfile
 import time
 
+if __package__:
+    from .worker import checks_of, load_module
+else:  # run from the folder, outside the torch_emu package (see __main__.py)
+    from worker import checks_of, load_module
+
 HERE = pathlib.Path(__file__).resolve().parent
 WORKER = HERE / "worker.py"
-# The worker is loaded by path, as the tiers' processes run it: this file also runs outside the
-# torch_emu package (see __main__.py).
-_spec = importlib.util.spec_from_file_location("_conformance_worker", WORKER)
-_worker = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_worker)
-checks_of, load_module = _worker.checks_of, _worker.load_module
 
 
 @dataclasses.dataclass

@@ -16,11 +16,18 @@ import unittest
 
 
 def load_module(path: str):
-    """A check module from its file, under a private name."""
+    """A check module from its file, under a private name. While it loads, its folder is importable,
+    last on sys.path so that it shadows nothing installed: a module there whose name starts with
+    ``_`` (not a tier) holds helpers several tiers share, as checks/_parity.py does."""
     name = "_conformance_" + path.replace("/", "_").replace(".", "_")
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    folder = os.path.dirname(os.path.abspath(path))
+    sys.path.append(folder)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.path[len(sys.path) - 1 - sys.path[::-1].index(folder)]  # the entry added above
     return module
 
 

@@ -10,10 +10,14 @@ comparison. The databases are imported on first use: importing them takes second
 
 import copy
 import itertools
+import os
 import unittest
 
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
+
+# The tiers sample the databases unless the runner's --full sets this (emu's tests have their own switches).
+FULL = os.environ.get("TORCH_CONFORMANCE_FULL", "") not in ("", "0")
 
 # --- OpInfo ---------------------------------------------------------------------------------------
 

@@ -1,22 +1,16 @@
 """A sample of PyTorch's ModuleInfo database gives CPU's outputs, gradients and buffers on the device (all: --full)."""
 
-import importlib.util
-import os
-import pathlib
-
 import torch
+
+import _parity as parity  # the comparisons, shared with emu's tests/test_module_parity.py
 
 TIER = "module_parity"
 CHAPTER = "testing"
 ORDER = 56
-FULL = os.environ.get("TORCH_CONFORMANCE_FULL", "") not in ("", "0")  # set by --full
 # By default every STRIDE-th ModuleInfo (by name), each check from another offset so that together
 # they cover every module, at most MAX_INPUTS module inputs each; every module input with --full.
-STRIDE = 1 if FULL else 3
-MAX_INPUTS = None if FULL else 2
-_spec = importlib.util.spec_from_file_location("_conformance_parity", pathlib.Path(__file__).with_name("_parity.py"))
-parity = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(parity)  # the comparisons, shared with emu's tests/test_module_parity.py
+STRIDE = 1 if parity.FULL else 3
+MAX_INPUTS = None if parity.FULL else 2
 
 
 def run_all(dev, dtype, training, offset):
@@ -46,5 +40,5 @@ def check_modules_eval(dev):
 
 def check_modules_float64(dev):
     """float64 modules equal CPU's: in train mode (in both modes with --full)."""
-    modes = (True, False) if FULL else (True,)
+    modes = (True, False) if parity.FULL else (True,)
     return "; ".join(run_all(dev, torch.float64, training, offset=2) for training in modes)

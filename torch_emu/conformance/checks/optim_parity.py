@@ -1,24 +1,19 @@
 """A sample of PyTorch's OptimizerInfo database: device steps give CPU's parameters and state (all with --full)."""
 
-import importlib.util
-import os
-import pathlib
 import unittest
 
 import torch
 
+import _parity as parity  # the comparisons, shared with emu's tests/test_optim_parity.py
+
 TIER = "optim_parity"
 CHAPTER = "testing"
 ORDER = 57
-FULL = os.environ.get("TORCH_CONFORMANCE_FULL", "") not in ("", "0")  # set by --full
 # By default every STRIDE-th (optimizer, configuration) pair of an implementation, float32, three
 # steps; with --full every pair, float64 too, five steps (as emu's tests/test_optim_parity.py).
-STRIDE = 1 if FULL else 3
-DTYPES = (torch.float32, torch.float64) if FULL else (torch.float32,)
-STEPS = 5 if FULL else 3
-_spec = importlib.util.spec_from_file_location("_conformance_parity", pathlib.Path(__file__).with_name("_parity.py"))
-parity = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(parity)  # the comparisons, shared with emu's tests/test_optim_parity.py
+STRIDE = 1 if parity.FULL else 3
+DTYPES = (torch.float32, torch.float64) if parity.FULL else (torch.float32,)
+STEPS = 5 if parity.FULL else 3
 
 
 def run_all(dev, impl, capturable):

@@ -1,23 +1,17 @@
 """A sample of PyTorch's OpInfo database gives CPU's results on the device, in six dtypes (every op with --full)."""
 
-import importlib.util
-import os
-import pathlib
-
 import torch
+
+import _parity as parity  # the comparisons, shared with emu's tests/test_opinfo.py
 
 TIER = "parity"
 CHAPTER = "operators"
 ORDER = 55
-FULL = os.environ.get("TORCH_CONFORMANCE_FULL", "") not in ("", "0")  # set by --full
-SAMPLES = None if FULL else 2
+SAMPLES = None if parity.FULL else 2
 # By default every STRIDE-th OpInfo (by name) of those CPU supports in the dtype, each dtype from
 # another offset so that together they cover more ops; every OpInfo and sample with --full.
 STRIDE = {torch.float32: 4, torch.float64: 8, torch.bfloat16: 8, torch.float16: 8, torch.int64: 8, torch.bool: 8}
 OTHER_DTYPES = list(STRIDE)[1:]
-_spec = importlib.util.spec_from_file_location("_conformance_parity", pathlib.Path(__file__).with_name("_parity.py"))
-parity = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(parity)  # the comparisons, shared with emu's tests/test_opinfo.py
 
 
 def run_all(dev, dtype, backward=False):
@@ -25,8 +19,8 @@ def run_all(dev, dtype, backward=False):
     supported = [op for op in parity.sorted_ops() if op.supports_dtype(dtype, "cpu")]
     if backward:
         supported = [op for op in supported if op.supports_autograd and not parity.shape_only(op)]
-    offset = 0 if FULL else list(STRIDE).index(dtype) % STRIDE[dtype]
-    selected = supported if FULL else supported[offset::STRIDE[dtype]]
+    offset = 0 if parity.FULL else list(STRIDE).index(dtype) % STRIDE[dtype]
+    selected = supported if parity.FULL else supported[offset::STRIDE[dtype]]
     failures, samples = [], 0
     for op in selected:
         try:
