@@ -75,11 +75,14 @@ def test_chrome_trace_tracks_and_correlation(tmp_path, baseline_memory):
     mm_ops = [e for e in events if e.get("cat") == "cpu_op" and e["name"] == "aten::mm"]
     assert [op["args"]["External id"] for op in mm_ops] == [kernel["args"]["External id"]]
     op = mm_ops[0]
-    assert op["ts"] <= kernel["ts"] and kernel["ts"] + kernel["dur"] <= op["ts"] + op["dur"] + 1
+    # The kernel is queued by the op and runs after the launch (asynchronously,
+    # it may end after the op has returned).
+    assert op["ts"] <= kernel["ts"]
     # ... and to its launch call on the CPU thread by a flow arrow.
     launch = [e for e in _device_events(events, "privateuse1_runtime")
               if e["args"]["correlation"] == kernel["args"]["correlation"]]
     assert len(launch) == 1 and launch[0]["name"] == "emuLaunchKernel"
+    assert launch[0]["ts"] <= kernel["ts"]
     assert launch[0]["tid"] == op["tid"]
     flows = {e["ph"]: e for e in events if e.get("cat") == "ac2g" and e["id"] == kernel["args"]["correlation"]}
     assert flows["s"]["tid"] == op["tid"] and (flows["f"]["pid"], flows["f"]["tid"]) == (0, kernel["tid"])

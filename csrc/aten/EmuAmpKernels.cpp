@@ -108,7 +108,8 @@ void amp_foreach_non_finite_check_and_unscale(at::TensorList grads, at::Tensor& 
   at::Tensor found_alias = aliases.alias(found_inf);
   at::Tensor inv_alias = aliases.alias(inv_scale);
 
-  // By value: a graph replays it (EmuGraph.h), the emu storages kept alive.
+  // By value: the stream worker runs it later, a graph at each replay
+  // (EmuGraph.h); the emu storages are kept alive with it.
   auto run = [grad_aliases, found_alias, inv_alias] {
     const float inv = *inv_alias.const_data_ptr<float>();
     bool non_finite = false;
@@ -121,7 +122,7 @@ void amp_foreach_non_finite_check_and_unscale(at::TensorList grads, at::Tensor& 
       *found_alias.mutable_data_ptr<float>() = 1.0f; // only ever set, never cleared
     }
   };
-  launch_kernel(current_stream(device.index()), run, [&]() -> std::function<void()> { return [run, memory = aliases.emu_storages()] { run(); }; });
+  queue_kernel(current_stream(device.index()), run, [&]() -> std::function<void()> { return [run, memory = aliases.emu_storages()] { run(); }; });
 }
 // LITERALINCLUDE END: AMP_UNSCALE
 
@@ -163,7 +164,7 @@ at::Tensor& amp_update_scale(at::Tensor& scale, at::Tensor& growth_tracker, cons
       *tracker = successful;
     }
   };
-  launch_kernel(current_stream(device.index()), run, [&]() -> std::function<void()> { return [run, memory = aliases.emu_storages()] { run(); }; });
+  queue_kernel(current_stream(device.index()), run, [&]() -> std::function<void()> { return [run, memory = aliases.emu_storages()] { run(); }; });
   return scale;
 }
 // LITERALINCLUDE END: AMP_UPDATE_SCALE

@@ -79,7 +79,7 @@ at::Tensor copy_within_device(const at::Tensor& src, const at::Tensor& dst, bool
   HostAliases aliases;
   at::Tensor dst_alias = aliases.alias(dst);
   at::Tensor src_alias = aliases.alias(src);
-  launch_kernel(
+  queue_kernel(
       stream, [&] { dst_alias.copy_(src_alias); },
       [&]() -> std::function<void()> { return [memory = aliases.emu_storages(), dst_alias, src_alias] { dst_alias.copy_(src_alias); }; });
   return dst;

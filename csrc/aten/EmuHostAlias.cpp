@@ -5,6 +5,7 @@
 #include <c10/core/CPUAllocator.h>
 
 #include "core/EmuDeviceAllocator.h"
+#include "core/EmuLaunch.h"
 #include "core/EmuStorageImpl.h"
 
 namespace torch_emu {
@@ -148,6 +149,9 @@ at::Tensor HostAliases::to_emu(const at::Tensor& cpu, c10::DeviceIndex device) {
 
 std::vector<c10::Storage> HostAliases::emu_storages() const {
   std::vector<c10::Storage> storages;
+  if (making_queued_kernel()) {
+    return storages; // a queued kernel does not own its memory (EmuLaunch.h)
+  }
   storages.reserve(storages_.size());
   for (const Pair& p : storages_) {
     storages.push_back(p.emu);

@@ -82,6 +82,7 @@ struct Block {
   size_t requested_size = 0; // what the caller asked for (before rounding)
   bool allocated = false;
   int event_count = 0; // events still to complete before reuse
+  uint64_t freed_at = 0; // cached since this point of launch order (stream_order_now())
   ska::flat_hash_set<c10::Stream> stream_uses; // from recordStream
   Block* prev = nullptr;
   Block* next = nullptr;
@@ -164,7 +165,49 @@ struct DeviceCache {
   size_t trace_next = 0;           // oldest entry once the ring is full
   uint32_t skip_actions = 0;       // bit (1 << action): not recorded
   std::vector<TraceEntry> trace;
+  // Segments given up while `mutex` is held, handed to emuFree once it is not
+  // (CacheLock): emuFree waits for the device's queued kernels, which may
+  // need this mutex to allocate their scratch space.
+  std::vector<void*> segments_to_free;
 };
+
+// Frees the segments given up so far; called without dc.mutex held.
+void free_segments(std::vector<void*> segments) {
+  for (void* ptr : segments) {
+    const emuError_t err = emuFree(ptr); // emuFree finds the device from the pointer
+    if (err != emuSuccess) {
+      TORCH_WARN("emu allocator: freeing a cached segment failed: ", emuGetLastErrorMessage());
+    }
+  }
+}
+
+// dc.mutex, held for a scope; segments given up inside it are freed after.
+class CacheLock {
+ public:
+  explicit CacheLock(DeviceCache& dc) : dc_(dc), lock_(dc.mutex) {}
+  ~CacheLock() {
+    std::vector<void*> segments = std::move(dc_.segments_to_free);
+    dc_.segments_to_free.clear();
+    lock_.unlock();
+    free_segments(std::move(segments));
+  }
+  CacheLock(const CacheLock&) = delete;
+  CacheLock& operator=(const CacheLock&) = delete;
+
+ private:
+  DeviceCache& dc_;
+  std::unique_lock<std::mutex> lock_;
+};
+
+// For a retry that needs the memory back now: frees the segments given up so
+// far with dc.mutex (held by a CacheLock up the stack) released meanwhile.
+void free_segments_now(DeviceCache& dc) {
+  std::vector<void*> segments = std::move(dc.segments_to_free);
+  dc.segments_to_free.clear();
+  dc.mutex.unlock();
+  free_segments(std::move(segments));
+  dc.mutex.lock();
+}
 
 namespace {
 
@@ -210,6 +253,7 @@ void return_to_pool(DeviceCache& dc, Block* block) {
     record_trace(dc, TraceEntry::FREE_COMPLETED, block->ptr, size, block->stream, pool_id(block), nullptr);
   }
   BlockPool& pool = dc.pool(block->small, block->pool);
+  block->freed_at = stream_order_now();
   // inactive_split counts cached blocks that are only part of a segment.
   int64_t split_blocks = 0;
   int64_t split_bytes = 0;
@@ -231,6 +275,7 @@ void return_to_pool(DeviceCache& dc, Block* block) {
       }
     }
     block->size += neighbour->size;
+    block->freed_at = std::max(block->freed_at, neighbour->freed_at);
     split_blocks -= 1;
     split_bytes -= static_cast<int64_t>(neighbour->size);
     delete neighbour;
@@ -308,7 +353,7 @@ void release_pool_segments(DeviceCache& dc, PrivatePool* private_pool) {
       if (private_pool != nullptr && private_pool->allocator != nullptr) {
         private_pool->allocator->free(block->ptr, block->size, dc.index, native_stream(block->stream));
       } else {
-        EMU_CHECK(emuFree(block->ptr)); // emuFree finds the device from the pointer
+        dc.segments_to_free.push_back(block->ptr);
       }
       if (C10_UNLIKELY(dc.max_entries > 0)) {
         record_trace(dc, TraceEntry::SEGMENT_FREE, block->ptr, block->size, block->stream,
@@ -419,6 +464,7 @@ Block* new_segment(DeviceCache& dc, const c10::Stream& stream, size_t size, bool
   void* ptr = try_device_malloc(dc, bytes, stream, pool);
   if (ptr == nullptr) {
     release_cached_segments(dc);
+    free_segments_now(dc);
     dc.stats.num_alloc_retries += 1;
     ptr = try_device_malloc(dc, bytes, stream, pool);
   }
@@ -456,16 +502,24 @@ PrivatePool* routed_pool(DeviceCache& dc, const c10::Stream& stream) {
 // LITERALINCLUDE END: DEVICE_ALLOCATOR_ROUTE
 
 // The best fit for `size` on `stream` among the cached blocks of `pool`.
+// LITERALINCLUDE START: DEVICE_ALLOCATOR_QUEUED_REUSE
+// A kernel that runs after its launch returned (queue_kernel) allocates its
+// scratch space when it runs, which in stream order is where it was launched:
+// a block freed since then may still be needed by kernels queued between the
+// two, so it only takes blocks freed before its launch.
 Block* take_cached(BlockPool& pool, const c10::Stream& stream, size_t size, bool small) {
   Block key(stream, size, small, nullptr);
-  auto it = pool.lower_bound(&key);
-  if (it == pool.end() || (*it)->stream != stream) {
-    return nullptr;
+  const uint64_t launched_at = queued_kernel_launch_order();
+  for (auto it = pool.lower_bound(&key); it != pool.end() && (*it)->stream == stream; ++it) {
+    Block* block = *it;
+    if (launched_at == 0 || block->freed_at < launched_at) {
+      pool.erase(it);
+      return block;
+    }
   }
-  Block* block = *it;
-  pool.erase(it);
-  return block;
+  return nullptr;
 }
+// LITERALINCLUDE END: DEVICE_ALLOCATOR_QUEUED_REUSE
 
 // Out of memory: pools created with use_on_oom lend their cached blocks.
 Block* take_from_oom_pools(DeviceCache& dc, const c10::Stream& stream, size_t size, bool small) {
@@ -496,7 +550,7 @@ void report_to_profiler(DeviceCache& dc, void* ptr, int64_t delta) {
 // Out of memory: raises if `raise_oom_error`, else returns nullptr.
 Block* malloc_block(DeviceCache& dc, size_t nbytes, c10::Stream stream,
                     const std::shared_ptr<c10::GatheredContext>& context, bool raise_oom_error) {
-  std::lock_guard<std::mutex> guard(dc.mutex);
+  CacheLock guard(dc);
   process_events(dc);
   const size_t size = round_size(nbytes);
   const bool small = size <= kSmallSize;
@@ -523,6 +577,7 @@ Block* malloc_block(DeviceCache& dc, size_t nbytes, c10::Stream stream,
   const bool no_split = block->pool != nullptr && block->pool->no_split;
   if (!no_split && (small ? remaining >= kMinBlockSize : remaining > kSmallSize)) {
     auto* rest = new Block(stream, remaining, small, static_cast<char*>(block->ptr) + size, block->pool);
+    rest->freed_at = block->freed_at; // still cached since then
     rest->prev = block;
     rest->next = block->next;
     if (rest->next != nullptr) {
@@ -636,7 +691,7 @@ void EmuDeviceAllocator::free(void* ptr) {
   }
   Block* block = take_allocated_block(ptr);
   DeviceCache& dc = cache(block->stream.device_index());
-  std::lock_guard<std::mutex> guard(dc.mutex);
+  CacheLock guard(dc);
   block->allocated = false;
   update_stat(dc.stats.allocation, block->small, -1);
   update_stat(dc.stats.allocated_bytes, block->small, -static_cast<int64_t>(block->size));
@@ -681,7 +736,7 @@ void EmuDeviceAllocator::emptyCache(c10::MempoolId_t mempool_id) {
   const bool all = mempool_id == c10::MempoolId_t(0, 0);
   for (c10::DeviceIndex i = 0; i < device_count(); ++i) {
     DeviceCache& dc = cache(i);
-    std::lock_guard<std::mutex> guard(dc.mutex);
+    CacheLock guard(dc);
     if (all) {
       release_cached_segments(dc);
     } else {
@@ -697,7 +752,7 @@ void EmuDeviceAllocator::createOrIncrefPool(c10::DeviceIndex device, c10::Mempoo
                                             bool use_on_oom, bool no_split) {
   TORCH_CHECK(mempool_id != c10::MempoolId_t(0, 0), "emu allocator: {0, 0} is the default pool, not a private one");
   DeviceCache& dc = cache(device);
-  std::lock_guard<std::mutex> guard(dc.mutex);
+  CacheLock guard(dc);
   auto it = dc.private_pools.find(mempool_id);
   if (it == dc.private_pools.end()) {
     dc.private_pools.emplace(mempool_id,
@@ -714,14 +769,14 @@ void EmuDeviceAllocator::beginAllocateToPool(c10::DeviceIndex device, c10::Mempo
                                              std::function<bool(c10::Stream)> filter) {
   DeviceCache& dc = cache(device);
   {
-    std::lock_guard<std::mutex> guard(dc.mutex);
+    CacheLock guard(dc);
     for (const PoolRoute& route : dc.routes) {
       TORCH_CHECK(route.id != mempool_id, "emu allocator: already allocating to memory pool (",
                   mempool_id.first, ", ", mempool_id.second, ")");
     }
   }
   createOrIncrefPool(device, mempool_id);
-  std::lock_guard<std::mutex> guard(dc.mutex);
+  CacheLock guard(dc);
   dc.routes.push_back({mempool_id, std::move(filter)});
 }
 
@@ -735,7 +790,7 @@ void EmuDeviceAllocator::beginAllocateCurrentThreadToPool(c10::DeviceIndex devic
 
 void EmuDeviceAllocator::endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id) {
   DeviceCache& dc = cache(device);
-  std::lock_guard<std::mutex> guard(dc.mutex);
+  CacheLock guard(dc);
   for (auto it = dc.routes.begin(); it != dc.routes.end(); ++it) {
     if (it->id == mempool_id) {
       dc.routes.erase(it);
@@ -748,7 +803,7 @@ void EmuDeviceAllocator::endAllocateToPool(c10::DeviceIndex device, c10::Mempool
 
 void EmuDeviceAllocator::releasePool(c10::DeviceIndex device, c10::MempoolId_t mempool_id) {
   DeviceCache& dc = cache(device);
-  std::lock_guard<std::mutex> guard(dc.mutex);
+  CacheLock guard(dc);
   auto it = dc.private_pools.find(mempool_id);
   TORCH_CHECK(it != dc.private_pools.end() && it->second->use_count > 0,
               "emu allocator: releasePool: no memory pool (", mempool_id.first, ", ",
@@ -758,7 +813,7 @@ void EmuDeviceAllocator::releasePool(c10::DeviceIndex device, c10::MempoolId_t m
 
 int EmuDeviceAllocator::getPoolUseCount(c10::DeviceIndex device, c10::MempoolId_t mempool_id) {
   DeviceCache& dc = cache(device);
-  std::lock_guard<std::mutex> guard(dc.mutex);
+  CacheLock guard(dc);
   auto it = dc.private_pools.find(mempool_id);
   return it == dc.private_pools.end() ? 0 : it->second->use_count;
 }
@@ -781,7 +836,7 @@ void EmuDeviceAllocator::setMemoryFraction(double fraction, c10::DeviceIndex dev
   size_t total_bytes = 0;
   DeviceCache& dc = cache(device);
   EMU_CHECK(emuMemGetInfo(device, &free_bytes, &total_bytes));
-  std::lock_guard<std::mutex> guard(dc.mutex);
+  CacheLock guard(dc);
   dc.fraction = fraction;
   dc.reserve_limit = fraction >= 1 ? SIZE_MAX : static_cast<size_t>(fraction * static_cast<double>(total_bytes));
 }
@@ -789,7 +844,7 @@ void EmuDeviceAllocator::setMemoryFraction(double fraction, c10::DeviceIndex dev
 
 double EmuDeviceAllocator::getMemoryFraction(c10::DeviceIndex device) {
   DeviceCache& dc = cache(device);
-  std::lock_guard<std::mutex> guard(dc.mutex);
+  CacheLock guard(dc);
   return dc.fraction;
 }
 
@@ -811,7 +866,7 @@ c10::DataPtr EmuDeviceAllocator::allocate_pluggable(size_t nbytes, c10::DeviceIn
   void* ptr = pluggable_->alloc(nbytes, device, native_stream(stream));
   DeviceCache& dc = cache(device);
   if (ptr == nullptr) {
-    std::lock_guard<std::mutex> guard(dc.mutex);
+    CacheLock guard(dc);
     raise_oom(dc, nbytes, stream);
   }
   if (!is_device_ptr(ptr)) {
@@ -823,7 +878,7 @@ c10::DataPtr EmuDeviceAllocator::allocate_pluggable(size_t nbytes, c10::DeviceIn
   auto* block = new Block(stream, nbytes, nbytes <= kSmallSize, ptr);
   block->allocated = true;
   {
-    std::lock_guard<std::mutex> guard(dc.mutex);
+    CacheLock guard(dc);
     for (auto* stat : {&dc.stats.allocation, &dc.stats.segment, &dc.stats.active}) {
       update_stat(*stat, block->small, 1);
     }
@@ -856,7 +911,7 @@ void EmuDeviceAllocator::free_pluggable(void* ptr) {
   const c10::DeviceIndex device = block->stream.device_index();
   pluggable_->free(ptr, block->size, device, native_stream(block->stream));
   DeviceCache& dc = cache(device);
-  std::lock_guard<std::mutex> guard(dc.mutex);
+  CacheLock guard(dc);
   for (auto* stat : {&dc.stats.allocation, &dc.stats.segment, &dc.stats.active}) {
     update_stat(*stat, block->small, -1);
   }
@@ -882,7 +937,7 @@ void EmuDeviceAllocator::recordHistory(bool enabled, c10::CachingDeviceAllocator
   record_when_.store(static_cast<int>(enabled ? when : RecordContext::NEVER));
   for (c10::DeviceIndex i = 0; i < device_count(); ++i) {
     DeviceCache& dc = cache(i);
-    std::lock_guard<std::mutex> guard(dc.mutex);
+    CacheLock guard(dc);
     // Oldest first, then keep the latest entries that fit the new size.
     std::rotate(dc.trace.begin(), dc.trace.begin() + static_cast<std::ptrdiff_t>(dc.trace_next), dc.trace.end());
     dc.trace_next = 0;
@@ -919,7 +974,7 @@ AllocatorSnapshot EmuDeviceAllocator::snapshot(c10::MempoolId_t mempool_id, bool
   AllocatorSnapshot out;
   for (c10::DeviceIndex i = 0; i < device_count(); ++i) {
     DeviceCache& dc = cache(i);
-    std::lock_guard<std::mutex> guard(dc.mutex);
+    CacheLock guard(dc);
     std::vector<Block*> blocks(dc.small_blocks.begin(), dc.small_blocks.end());
     blocks.insert(blocks.end(), dc.large_blocks.begin(), dc.large_blocks.end());
     for (const auto& [id, pool] : dc.private_pools) {
@@ -986,7 +1041,7 @@ void EmuDeviceAllocator::recordStream(const c10::DataPtr& ptr, c10::Stream strea
     return;
   }
   DeviceCache& dc = cache(block->stream.device_index());
-  std::lock_guard<std::mutex> guard(dc.mutex);
+  CacheLock guard(dc);
   if (stream != block->stream) {
     block->stream_uses.insert(stream);
   }
@@ -1011,7 +1066,7 @@ std::optional<c10::Stream> EmuDeviceAllocator::allocation_stream(const void* ptr
 c10::CachingDeviceAllocator::DeviceStats EmuDeviceAllocator::getDeviceStats(
     c10::DeviceIndex device) {
   DeviceCache& dc = cache(device);
-  std::lock_guard<std::mutex> guard(dc.mutex);
+  CacheLock guard(dc);
   return dc.stats;
 }
 
@@ -1038,7 +1093,7 @@ void for_each_stat(c10::CachingDeviceAllocator::DeviceStats& s, Fn&& fn) {
 
 void EmuDeviceAllocator::resetAccumulatedStats(c10::DeviceIndex device) {
   DeviceCache& dc = cache(device);
-  std::lock_guard<std::mutex> guard(dc.mutex);
+  CacheLock guard(dc);
   auto& s = dc.stats;
   for_each_stat(s, [](c10::CachingAllocator::Stat& stat) { stat.reset_accumulated(); });
   s.num_alloc_retries = 0;
@@ -1050,7 +1105,7 @@ void EmuDeviceAllocator::resetAccumulatedStats(c10::DeviceIndex device) {
 
 void EmuDeviceAllocator::resetPeakStats(c10::DeviceIndex device) {
   DeviceCache& dc = cache(device);
-  std::lock_guard<std::mutex> guard(dc.mutex);
+  CacheLock guard(dc);
   for_each_stat(dc.stats, [](c10::CachingAllocator::Stat& stat) { stat.reset_peak(); });
 }
 

@@ -1,8 +1,16 @@
 #include "core/EmuLaunch.h"
 
 #include <c10/core/CPUAllocator.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/util/SmallVector.h>
 
+#include <atomic>
+#include <cstdlib>
 #include <exception>
+#include <memory>
+#include <string>
+#include <string_view>
 
 #include "core/EmuDeviceAllocator.h"
 #include "core/EmuException.h"
@@ -17,6 +25,10 @@ thread_local c10::DeviceIndex tls_kernel_device = -1;
 thread_local c10::StreamId tls_kernel_stream = -1;
 thread_local std::thread::id tls_launcher; // valid while tls_kernel_device >= 0
 c10::DeleterFnPtr cpu_raw_deleter = nullptr;
+// Queued launches take numbers in this order (the allocator's stream order),
+// so it also counts them; waited ones are only counted.
+std::atomic<uint64_t> g_launch_order{0};
+std::atomic<uint64_t> g_waited_launches{0};
 
 // Kernels also use raw_allocate/raw_deallocate for scratch space; a raw
 // pointer is freed by whichever allocator it came from.
@@ -70,17 +82,36 @@ const bool cpu_allocator_installed = [] {
 }();
 // LITERALINCLUDE END: KERNEL_CPU_ALLOCATOR
 
+// LITERALINCLUDE START: LAUNCHER_STATE
+// How the launching thread dispatches (its dispatch key set: below autograd,
+// inference mode...; its grad mode). A kernel that runs on the stream's worker
+// runs with it, so that CPU code calling other ops dispatches as it would
+// have on the launching thread (not through autograd, for one).
+struct LauncherState {
+  c10::impl::LocalDispatchKeySet keys = c10::impl::tls_local_dispatch_key_set();
+  bool grad_mode = c10::GradMode::is_enabled();
+  std::thread::id thread = launching_thread();
+};
+
+std::exception_ptr run_as_kernel_of(const c10::Stream& stream, const LauncherState& launcher,
+                                    c10::function_ref<void()> body) {
+  const c10::impl::ForceDispatchKeyGuard keys(launcher.keys);
+  const c10::AutoGradMode grad_mode(launcher.grad_mode);
+  return run_as_kernel(stream, launcher.thread, body);
+}
+// LITERALINCLUDE END: LAUNCHER_STATE
+
 struct Launch {
   c10::function_ref<void()> kernel;
   c10::Stream stream;
   std::exception_ptr error;
-  std::thread::id launcher;
+  LauncherState launcher;
 };
 
 // Runs on the launching thread (stream idle) or on the stream's worker.
 int run_kernel(void* user_data) {
   auto* launch = static_cast<Launch*>(user_data);
-  launch->error = run_as_kernel(launch->stream, launch->launcher, launch->kernel);
+  launch->error = run_as_kernel_of(launch->stream, launch->launcher, launch->kernel);
   return launch->error ? 1 : 0;
 }
 
@@ -155,7 +186,8 @@ void launch_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel, 
     launch_captured(stream, kernel, nullptr, what);
     return;
   }
-  Launch launch{kernel, stream, nullptr, launching_thread()};
+  g_waited_launches.fetch_add(1, std::memory_order_relaxed);
+  Launch launch{kernel, stream, nullptr, {}};
   emuStream_t native = native_stream(stream);
   const emuError_t launched = emuLaunchKernel(native, &run_kernel, &launch);
   // Waiting also makes the kernel's results (and errors) visible here. A
@@ -168,6 +200,123 @@ void launch_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel, 
   EMU_CHECK(synced);
 }
 // LITERALINCLUDE END: LAUNCH_KERNEL
+
+// LITERALINCLUDE START: QUEUE_KERNEL
+namespace {
+
+struct QueuedKernel {
+  std::function<void()> body;
+  c10::Stream stream;
+  LauncherState launcher;
+  const char* what;
+  uint64_t order; // its place in launch order
+};
+
+thread_local uint64_t tls_queued_order = 0; // the queued kernel this thread runs
+
+// Runs on the stream's worker. Nobody waits there to catch an exception: its
+// text goes to the runtime, which reports it at the stream's next sync.
+int run_queued(void* data) {
+  std::unique_ptr<QueuedKernel> job(static_cast<QueuedKernel*>(data));
+  tls_queued_order = job->order;
+  const std::exception_ptr error = run_as_kernel_of(job->stream, job->launcher, job->body);
+  job->body = nullptr; // drop what it kept while still counted as the kernel's time
+  tls_queued_order = 0;
+  if (!error) {
+    return 0;
+  }
+  std::string message = std::string(job->what) + ": ";
+  try {
+    std::rethrow_exception(error);
+  } catch (const c10::Error& e) {
+    message += e.what_without_backtrace();
+  } catch (const std::exception& e) {
+    message += e.what();
+  } catch (...) {
+    message += "unknown exception";
+  }
+  message += " (kernels run asynchronously, so this was reported at a later call; "
+             "TORCH_EMU_LAUNCH_BLOCKING=1 reports it where the op is called)";
+  (void)emuKernelSetErrorMessage(message.c_str());
+  return 1;
+}
+
+// The unowned views handed out while one queued kernel's closure is made.
+struct QueueViews {
+  c10::SmallVector<std::pair<const c10::StorageImpl*, c10::Storage>, 4> views;
+};
+thread_local QueueViews* tls_queue_views = nullptr;
+
+bool read_async_setting() {
+  const char* blocking = std::getenv("TORCH_EMU_LAUNCH_BLOCKING");
+  return blocking == nullptr || std::string_view(blocking).empty() || std::string_view(blocking) == "0";
+}
+
+} // namespace
+
+bool kernels_are_async() {
+  static const bool async = read_async_setting();
+  return async;
+}
+
+void queue_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel,
+                  c10::function_ref<std::function<void()>()> make_owning, const char* what) {
+  if (!kernels_are_async() || inside_kernel_on(stream) || (C10_UNLIKELY(capture_in_progress()) && is_capturing(stream))) {
+    launch_kernel(stream, kernel, make_owning, what);
+    return;
+  }
+  QueueViews views;
+  tls_queue_views = &views;
+  std::function<void()> body;
+  try {
+    body = make_owning();
+  } catch (...) {
+    tls_queue_views = nullptr;
+    throw;
+  }
+  tls_queue_views = nullptr;
+  auto* job = new QueuedKernel{std::move(body), stream, {}, what,
+                               g_launch_order.fetch_add(1, std::memory_order_relaxed) + 1};
+  const emuError_t err = emuLaunchKernelAsync(native_stream(stream), &run_queued, job);
+  if (err != emuSuccess && err != emuErrorLaunchFailure) {
+    delete job; // never ran (a launch failure ran it, and it freed itself)
+  }
+  EMU_CHECK(err);
+}
+// LITERALINCLUDE END: QUEUE_KERNEL
+
+LaunchCounts launch_counts() {
+  return {g_launch_order.load(std::memory_order_relaxed), g_waited_launches.load(std::memory_order_relaxed)};
+}
+
+uint64_t stream_order_now() {
+  return tls_queued_order != 0 ? tls_queued_order : g_launch_order.load(std::memory_order_relaxed);
+}
+
+uint64_t queued_kernel_launch_order() {
+  return tls_queued_order;
+}
+
+bool making_queued_kernel() {
+  return tls_queue_views != nullptr;
+}
+
+std::optional<c10::Storage> queued_view_of(const c10::Storage& storage) {
+  if (tls_queue_views == nullptr) {
+    return std::nullopt;
+  }
+  const c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
+  for (const auto& [owner, view] : tls_queue_views->views) {
+    if (owner == impl) {
+      return view;
+    }
+  }
+  c10::Storage view(c10::make_intrusive<c10::StorageImpl>(
+      c10::StorageImpl::use_byte_size_t(), storage.sym_nbytes(),
+      c10::DataPtr(const_cast<void*>(storage.data()), storage.device()), /*allocator=*/nullptr, /*resizable=*/false));
+  tls_queue_views->views.emplace_back(impl, view);
+  return view;
+}
 
 KernelName::KernelName(const char* name) : pushed_(emuTraceEnabled() != 0) {
   if (pushed_) {

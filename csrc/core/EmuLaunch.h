@@ -2,18 +2,20 @@
 // is launched onto an emu stream through the runtime.
 #pragma once
 
+#include <c10/core/Storage.h>
 #include <c10/core/Stream.h>
 #include <c10/util/FunctionRef.h>
 
 #include <exception>
 #include <functional>
+#include <optional>
 #include <thread>
 
 namespace torch_emu {
 
 // Runs `kernel` as device work in the order of `stream` and waits for it to
-// finish (kernels may produce tensors whose shapes the caller needs; a later
-// issue makes this asynchronous). While it runs, on whatever thread runs it,
+// finish: for kernels that produce tensors whose sizes the caller needs, or
+// results it reads (queue_kernel below does not wait). While it runs, on whatever thread runs it,
 // the current emu device and stream are those of `stream`, and host
 // allocations made by CPU kernels come from emu device memory. An exception
 // thrown by `kernel` is rethrown here.
@@ -27,6 +29,50 @@ void launch_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel,
 void launch_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel,
                    c10::function_ref<std::function<void()>()> make_replay,
                    const char* what = __builtin_FUNCTION());
+
+// LITERALINCLUDE START: QUEUE_KERNEL_DECL
+// Whether kernels run asynchronously: yes, unless the environment variable
+// TORCH_EMU_LAUNCH_BLOCKING=1 (read once) makes every launch wait, for
+// debugging, like CUDA_LAUNCH_BLOCKING.
+bool kernels_are_async();
+
+// Queues a kernel whose outputs already exist (a GPU launch): returns at once,
+// and the stream's worker later runs the closure `make_owning()` returns, which
+// owns everything the kernel reads (keep() in aten/kernels/EmuKernel.h). While
+// `stream` captures, or with kernels synchronous, or from a kernel running on
+// `stream`, it is launch_kernel above instead. An exception the queued kernel
+// throws is reported, naming `what`, by the next synchronisation of `stream`.
+void queue_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel,
+                  c10::function_ref<std::function<void()>()> make_owning,
+                  const char* what = __builtin_FUNCTION());
+
+// While queue_kernel asks for a queued kernel's closure, on this thread: the
+// view of emu `storage` the closure should hold, which does not own the
+// memory (a GPU kernel does not own its arguments either: the caching
+// allocator may reuse a freed block as soon as stream order allows, and
+// record_stream is what protects cross-stream use). One view per storage, so
+// that arguments sharing memory still share a storage. nullopt otherwise:
+// graphs keep owning what they replay.
+std::optional<c10::Storage> queued_view_of(const c10::Storage& storage);
+// Whether this thread is making a queued kernel's closure right now.
+bool making_queued_kernel();
+
+// Launch order, for the caching allocator's stream order: every queued launch
+// takes the next number. stream_order_now() is where the calling thread is in
+// it (the number of its queued kernel inside one, else the latest launch);
+// queued_kernel_launch_order() is that number inside a queued kernel, else 0.
+uint64_t stream_order_now();
+uint64_t queued_kernel_launch_order();
+
+// Launches since the process started that returned at once (queued) and
+// that waited for their kernel (launch_kernel; nested and captured ones are
+// not counted): how much of a program runs asynchronously.
+struct LaunchCounts {
+  uint64_t queued;
+  uint64_t waited;
+};
+LaunchCounts launch_counts();
+// LITERALINCLUDE END: QUEUE_KERNEL_DECL
 
 // Runs `body` as device work of `stream`, launched by `launcher`, on this
 // thread (current device and stream, kernel allocator); returns what it

@@ -1,11 +1,14 @@
 // Bindings for the torch.cuda names torch.emu adds on top of the basics of
 // Module.cpp: device activity (utilization, memory_usage), the device
 // attributes get_device_properties reports, external streams, error strings.
+#include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include <torch/csrc/utils/pybind.h>
 
 #include "core/EmuException.h"
+#include "core/EmuLaunch.h"
 #include "core/EmuStream.h"
 #include "runtime/emu_runtime_attributes.h"
 #include "runtime/emu_runtime_stats.h"
@@ -41,6 +44,24 @@ py::dict device_attributes(c10::DeviceIndex device) {
   return d;
 }
 
+// LITERALINCLUDE START: SLEEP_KERNEL
+// torch.emu._sleep(cycles), as torch.cuda._sleep: a kernel on the current
+// stream that keeps the device busy for `cycles` clock cycles of the device
+// (its clock rate attribute, 1 GHz if that is 0) and returns at once. Tests use it to make a
+// stream slow on purpose. It sleeps rather than spins: the device is busy,
+// the host's cores are not.
+void sleep_kernel(int64_t cycles) {
+  TORCH_CHECK(cycles >= 0, "torch.emu._sleep: cycles must be non-negative, got ", cycles);
+  const c10::DeviceIndex device = current_device();
+  int clock_khz = 0;
+  EMU_CHECK(emuDeviceGetAttribute(&clock_khz, emuDevAttrClockRate, device));
+  constexpr int kNominalKhz = 1000000; // when the host does not tell its clock: 1 GHz
+  const auto duration = std::chrono::microseconds(cycles * 1000 / (clock_khz > 0 ? clock_khz : kNominalKhz));
+  auto sleep = [duration] { std::this_thread::sleep_for(duration); };
+  queue_kernel(current_stream(device), sleep, [&]() -> std::function<void()> { return sleep; }, "torch.emu._sleep");
+}
+// LITERALINCLUDE END: SLEEP_KERNEL
+
 } // namespace
 
 // LITERALINCLUDE START: DEVICE_API_BINDINGS
@@ -59,6 +80,7 @@ void init_device_api_bindings(pybind11::module& m) {
     const c10::Stream s = stream_from_external(reinterpret_cast<emuStream_t>(handle), device);
     return py::make_tuple(s.id(), s.device_index(), static_cast<int>(s.device_type()));
   });
+  m.def("_sleep", &sleep_kernel);
   m.def("_error_string", [](int code) { return std::string(emuGetErrorString(static_cast<emuError_t>(code))); });
 }
 // LITERALINCLUDE END: DEVICE_API_BINDINGS

@@ -9,6 +9,7 @@
 #include "aten/EmuFallbackReport.h"
 #include "aten/kernels/EmuNativeKernels.h"
 #include "core/EmuException.h"
+#include "core/EmuLaunch.h"
 #include "core/EmuGenerator.h"
 #include "core/EmuStream.h"
 #include "core/EmuSyncDebug.h"
@@ -79,6 +80,13 @@ PYBIND11_MODULE(_C, m) {
   m.def("_is_device_initialized", [](c10::DeviceIndex d) { return device_initialized(d); });
   m.def("_get_device_properties", &device_properties);
   m.def("_strict_mode", [] { return emuStrictMode() != 0; });
+  m.def("_kernels_are_async", &kernels_are_async);
+  // (queued, waited): kernel launches so far that returned at once, and those
+  // that waited for their kernel (benchmarks/bench_async.py reports them).
+  m.def("_launch_counts", [] {
+    const LaunchCounts counts = launch_counts();
+    return py::make_tuple(counts.queued, counts.waited);
+  });
   m.def("_stream_priority_range", [] {
     int least = 0, greatest = 0;
     EMU_CHECK(emuDeviceGetStreamPriorityRange(&least, &greatest));

@@ -445,6 +445,9 @@ emuError_t emuFree(void* ptr) {
   if (device < 0) {
     return set_error(emuErrorInvalidDevicePointer, "emuFree: %p is not emu device memory", ptr);
   }
+  // Queued kernels may still use the memory (a kernel does not own what it
+  // reads): like cudaFree, wait for the device before the pages go.
+  emu::wait_for_device_outside_work(device);
   emu::Arena& arena = emu::arenas()[device];
   char* base = emu::g_arena_base[device].load(std::memory_order_acquire);
   const size_t offset = static_cast<size_t>(static_cast<char*>(ptr) - base);

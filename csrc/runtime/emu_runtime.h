@@ -140,11 +140,22 @@ emuError_t emuLaunchHostFunc(emuStream_t stream, emuHostFn_t fn, void* user_data
 // strict mode). If `fn` returns non-zero the launch failed: when it ran on the
 // calling thread emuLaunchKernel returns emuErrorLaunchFailure; when it ran on
 // the stream's worker, the next emuStreamSynchronize/emuStreamQuery of that
-// stream returns emuErrorLaunchFailure once. Failures are not sticky.
+// stream (or emuDeviceSynchronize of its device) returns emuErrorLaunchFailure
+// once. Failures are not sticky: the stream stays usable.
 // Synchronising from inside a launched function never deadlocks: it waits
 // only for the work queued before that function.
 typedef int (*emuKernelFn_t)(void* user_data);
 emuError_t emuLaunchKernel(emuStream_t stream, emuKernelFn_t fn, void* user_data);
+// The same, but never on the calling thread: `fn` is queued for the stream's
+// worker and the call returns at once (a GPU's kernel launch). Only work
+// launched from work running on `stream` runs in place, as part of it. A
+// failure is reported by the next emuStreamSynchronize, emuStreamQuery or
+// emuDeviceSynchronize that covers the stream, once.
+emuError_t emuLaunchKernelAsync(emuStream_t stream, emuKernelFn_t fn, void* user_data);
+// Called by a kernel before it returns non-zero: `message` (copied) becomes
+// the detail of the error that reports the failure, so that it can say what
+// failed and why.
+emuError_t emuKernelSetErrorMessage(const char* message);
 
 // Events. Flags: emuEventDefault records a timestamp; emuEventDisableTiming
 // does not (elapsed time on it fails with emuErrorInvalidResourceHandle).

@@ -146,6 +146,10 @@ emuError_t arena_unmap_foreign(void* ptr);
 // Waits for every stream created on `device`, except for the work the calling
 // thread is itself executing (so kernels may synchronise without deadlock).
 emuError_t synchronize_device(const char* call, int device);
+// Waits for all work queued on the device's streams, unless the calling thread
+// is running work itself (then it returns at once: waiting there could wait
+// for work that waits for the caller). What emuFree does before it frees.
+void wait_for_device_outside_work(int device);
 
 // ---- activity_trace.cpp: activity records (emu_runtime_trace.h) ----------
 

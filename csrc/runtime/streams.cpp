@@ -22,6 +22,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -103,6 +104,7 @@ struct emuStream {
   std::atomic<uint64_t> submitted{0};  // sequence number of the last submitted item
   std::atomic<uint64_t> completed{0};  // sequence number of the last finished item
   std::atomic<int> failed_rc{0};       // non-zero: a worker-run kernel failed, not yet reported
+  std::string failed_message;          // what it said (emuKernelSetErrorMessage), under `mu`
   std::thread worker;
 };
 
@@ -116,6 +118,8 @@ struct Frame {
   Frame* prev;
 };
 thread_local Frame* t_frames = nullptr;
+// What the kernel running on this thread said about its failure.
+thread_local std::string t_kernel_message;
 
 const Frame* executing_frame(const emuStream* s) {
   for (const Frame* f = t_frames; f != nullptr; f = f->prev) {
@@ -253,6 +257,7 @@ int run_work(emuStream* s, const Work& w) {
     case WorkKind::kKernel: {
       emu::DeviceWorkScope device_work;
       emu::ActivityScope activity(s->device, /*kernel=*/true);
+      t_kernel_message.clear();
       return w.kernel_fn(w.user_data);
     }
     case WorkKind::kEventRecord:
@@ -309,7 +314,10 @@ void worker_main(emuStream* s) {
     if (w.event != nullptr) release(w.event);
 
     lock.lock();
-    if (rc != 0) s->failed_rc = rc;
+    if (rc != 0) {
+      s->failed_rc = rc;
+      s->failed_message = std::move(t_kernel_message);
+    }
     finish_locked(s, w.seq);
   }
 }
@@ -391,11 +399,20 @@ void drain(emuStream* s) {
 // Reports (once) a failure of a kernel that ran on the worker.
 emuError_t take_failure(const char* call, emuStream* s) {
   if (s->failed_rc.load(std::memory_order_acquire) == 0) return emuSuccess;
+  std::string message;
+  {
+    std::lock_guard<std::mutex> lock(s->mu);
+    message = std::move(s->failed_message);
+  }
   const int rc = s->failed_rc.exchange(0);
   if (rc == 0) return emuSuccess;  // another thread reported it
+  if (!message.empty()) {
+    return set_error(emuErrorLaunchFailure, "%s: a kernel launched earlier on stream %llu (emu:%d) failed: %s",
+                     call, static_cast<unsigned long long>(s->id), s->device, message.c_str());
+  }
   return set_error(emuErrorLaunchFailure,
-                   "%s: a kernel launched earlier on stream %p (emu:%d) failed (it returned %d)",
-                   call, static_cast<void*>(s), s->device, rc);
+                   "%s: a kernel launched earlier on stream %llu (emu:%d) failed (it returned %d)",
+                   call, static_cast<unsigned long long>(s->id), s->device, rc);
 }
 
 // ---- copies ----
@@ -478,9 +495,11 @@ emuError_t plan_copy(const char* call, void* dst, const void* src, size_t n, emu
 
 namespace emu {
 
-emuError_t synchronize_device(const char* /*call*/, int device) {
-  // Snapshot (with references) so streams can be created or destroyed while
-  // we wait without holding the registry lock for that long.
+// Calls fn(stream) for every stream of `device`, on a snapshot (with
+// references) so that streams can be created or destroyed meanwhile without
+// the registry lock being held for that long.
+template <typename Fn>
+void for_each_stream(int device, Fn&& fn) {
   std::vector<emuStream*> streams;
   {
     StreamRegistry& r = registry();
@@ -489,10 +508,22 @@ emuError_t synchronize_device(const char* /*call*/, int device) {
     for (emuStream* s : streams) retain(s);
   }
   for (emuStream* s : streams) {
-    drain(s);
+    fn(s);
     release(s);
   }
-  return emuSuccess;
+}
+
+emuError_t synchronize_device(const char* call, int device) {
+  emuError_t failure = emuSuccess;
+  for_each_stream(device, [&](emuStream* s) {
+    drain(s);
+    if (failure == emuSuccess) failure = take_failure(call, s);  // one report per call
+  });
+  return failure;
+}
+
+void wait_for_device_outside_work(int device) {
+  if (t_frames == nullptr) for_each_stream(device, [](emuStream* s) { drain(s); });
 }
 
 void retain_event(emuEvent_t event) { retain(event); }
@@ -729,15 +760,16 @@ emuError_t emuLaunchHostFunc(emuStream_t stream, emuHostFn_t fn, void* user_data
   return submit("emuLaunchHostFunc", stream, w, /*allow_inline=*/true, &submitted);
 }
 
-emuError_t emuLaunchKernel(emuStream_t stream, emuKernelFn_t fn, void* user_data) {
-  EMU_API_ENTER();
-  if (emuError_t err = check_stream("emuLaunchKernel", stream)) return err;
-  if (fn == nullptr) return set_error(emuErrorInvalidValue, "emuLaunchKernel: fn is null");
+namespace {
+
+emuError_t launch(const char* call, emuStream_t stream, emuKernelFn_t fn, void* user_data, bool allow_inline) {
+  if (emuError_t err = check_stream(call, stream)) return err;
+  if (fn == nullptr) return set_error(emuErrorInvalidValue, "%s: fn is null", call);
   emu::GraphNode node{emu::GraphNode::kKernel};
   node.kernel_fn = fn;
   node.user_data = user_data;
   bool captured = false;
-  if (emuError_t err = emu::capture_hook("emuLaunchKernel", stream, node, &captured)) return err;
+  if (emuError_t err = emu::capture_hook(call, stream, node, &captured)) return err;
   Work w{};
   w.kind = WorkKind::kKernel;
   w.kernel_fn = fn;
@@ -745,14 +777,42 @@ emuError_t emuLaunchKernel(emuStream_t stream, emuKernelFn_t fn, void* user_data
   emu::TracedCall traced(emuActivityKindKernel, stream->device, stream->id);
   w.trace = traced.record();
   Submitted submitted;
-  if (emuError_t err = submit("emuLaunchKernel", stream, w, /*allow_inline=*/true, &submitted)) {
+  // Work launched from work running on `stream` is part of it: in place.
+  allow_inline = allow_inline || executing_frame(stream) != nullptr;
+  if (emuError_t err = submit(call, stream, w, allow_inline, &submitted)) {
     traced.not_queued();
     return err;
   }
   if (submitted.rc != 0) {
-    return set_error(emuErrorLaunchFailure, "emuLaunchKernel: the kernel returned %d on emu:%d",
-                     submitted.rc, stream->device);
+    if (!t_kernel_message.empty()) {
+      return set_error(emuErrorLaunchFailure, "%s: the kernel failed on emu:%d: %s", call, stream->device,
+                       t_kernel_message.c_str());
+    }
+    return set_error(emuErrorLaunchFailure, "%s: the kernel returned %d on emu:%d", call, submitted.rc,
+                     stream->device);
   }
+  return emuSuccess;
+}
+
+} // namespace
+
+emuError_t emuLaunchKernel(emuStream_t stream, emuKernelFn_t fn, void* user_data) {
+  EMU_API_ENTER();
+  return launch("emuLaunchKernel", stream, fn, user_data, /*allow_inline=*/true);
+}
+
+emuError_t emuLaunchKernelAsync(emuStream_t stream, emuKernelFn_t fn, void* user_data) {
+  EMU_API_ENTER();
+  return launch("emuLaunchKernelAsync", stream, fn, user_data, /*allow_inline=*/false);
+}
+
+emuError_t emuKernelSetErrorMessage(const char* message) {
+  EMU_API_ENTER();
+  if (message == nullptr) return set_error(emuErrorInvalidValue, "emuKernelSetErrorMessage: message is null");
+  if (t_frames == nullptr) {
+    return set_error(emuErrorInvalidValue, "emuKernelSetErrorMessage: not called from a running kernel");
+  }
+  t_kernel_message = message;
   return emuSuccess;
 }
 

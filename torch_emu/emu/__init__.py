@@ -201,6 +201,15 @@ def synchronize(device: Any = None) -> None:
     _C._synchronize(_get_device_index(device))
 
 
+def _sleep(cycles: int) -> None:
+    """Keeps the current stream busy for ``cycles`` device clock cycles (the
+    ``clock_rate`` property in kHz, 1 GHz if it is 0) and returns at once, as
+    ``torch.cuda._sleep``: a slow kernel on purpose, for tests of stream
+    order."""
+    _lazy_init()
+    _C._sleep(int(cycles))
+
+
 @dataclass(frozen=True)
 class _EmuDeviceProperties:
     """The fields of torch.cuda's device properties. Multiprocessors are the

@@ -142,8 +142,9 @@ void register_elementwise_kernels(torch::Library& m) {
   m.impl("relu", TORCH_FN(relu));
   m.impl("relu_", TORCH_FN(relu_));
   m.impl("zero_", TORCH_FN(torch_emu::zero_));
-  m.impl("where.self", TORCH_FN(static_cast<at::Tensor (*)(const at::Tensor&, const at::Tensor&,
-                                                           const at::Tensor&)>(where)));
+  // where() runs its iterator itself, so it runs as a kernel of its own.
+  m.impl("where.self", TORCH_FN(OnDevice<static_cast<at::Tensor (*)(const at::Tensor&, const at::Tensor&,
+                                                                    const at::Tensor&)>(where)>::call));
   m.impl("where.self_out", TORCH_FN(OnDevice<&where_self_out>::call));
 }
 // LITERALINCLUDE END: ELEMENTWISE_REGISTER

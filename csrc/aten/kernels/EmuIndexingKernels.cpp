@@ -27,7 +27,7 @@ at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
     op.impl(inputs, facts.dim, facts.valid, facts.all_contiguous, facts.all_same_dtype,
             facts.all_same_sizes_and_stride, facts.memory_format, out);
   };
-  kernel::run_on(
+  kernel::queue_on(
       device, [&] { run(tensors, *op.outputs[0]); },
       [&]() -> std::function<void()> {
         // impl() only reads op's outputs through `out`: a replay can reuse the
@@ -37,7 +37,8 @@ at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
           replay_op.impl(inputs, op_facts.dim, op_facts.valid, op_facts.all_contiguous, op_facts.all_same_dtype,
                          op_facts.all_same_sizes_and_stride, op_facts.memory_format, out);
         };
-      });
+      },
+      "cat");
   return std::move(op.outputs[0]).take();
 }
 

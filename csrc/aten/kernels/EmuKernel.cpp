@@ -57,4 +57,23 @@ at::Tensor match_wrapped_number(const at::Tensor& t, const at::Tensor& like) {
 }
 // LITERALINCLUDE END: WRAPPED_NUMBER
 
+
+std::string name_in_signature(std::string_view pretty, std::string_view parameter) {
+  const size_t start = pretty.find(parameter);
+  if (start == std::string_view::npos) {
+    return std::string(pretty);
+  }
+  std::string_view name = pretty.substr(start + parameter.size());
+  name = name.substr(0, name.find_first_of(";]"));
+  // A cast picks an overload: "(at::Tensor& (*)(at::Tensor&, double))(& at::native::normal_)".
+  if (!name.empty() && name.front() == '(' && name.back() == ')') {
+    name = name.substr(name.rfind('(') + 1);
+    name.remove_suffix(1);
+  }
+  while (!name.empty() && (name.front() == '&' || name.front() == ' ')) {
+    name.remove_prefix(1);
+  }
+  return std::string(name);
+}
+
 } // namespace torch_emu::kernel

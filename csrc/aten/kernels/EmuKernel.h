@@ -91,6 +91,39 @@ decltype(auto) run_on(c10::DeviceIndex device, Fn&& fn, MakeReplay&& make_replay
 }
 // LITERALINCLUDE END: RUN_ON
 
+// LITERALINCLUDE START: QUEUE_ON
+// Queues fn() as one kernel on the current stream of `device` and returns
+// before it runs (queue_kernel in EmuLaunch.h): for kernels that write into
+// tensors that exist already. The queued kernel is `make_owning()`, the same
+// closure that replays a captured kernel, so one closure serves both.
+template <typename Fn, typename MakeOwning>
+void queue_on(c10::DeviceIndex device, Fn&& fn, MakeOwning&& make_owning, const char* what) {
+  queue_kernel(current_stream(device), fn, make_owning, what);
+}
+
+// The name a kernel made from `fn` (or structured class `Impl`) reports its
+// errors under, taken once per instantiation from the compiler's name of
+// kernel_name itself ("... [with auto fn = &at::native::index_select_cpu_]").
+std::string name_in_signature(std::string_view pretty, std::string_view parameter);
+
+template <auto fn>
+const char* kernel_name() {
+  static const std::string name = name_in_signature(__PRETTY_FUNCTION__, "fn = ");
+  return name.c_str();
+}
+template <typename Impl>
+const char* kernel_name() {
+  static const std::string name = name_in_signature(__PRETTY_FUNCTION__, "Impl = ");
+  return name.c_str();
+}
+
+// Random kernels draw from a generator whose state the host reads and seeds:
+// they run when launched, so that seeding and get_rng_state see them done.
+template <typename... Args>
+inline constexpr bool draws_random_numbers =
+    (std::is_same_v<std::decay_t<Args>, std::optional<at::Generator>> || ...);
+// LITERALINCLUDE END: QUEUE_ON
+
 // LITERALINCLUDE START: KEEP_ARGS
 // A captured kernel runs again at each replay of its graph, after the call
 // that launched it has returned: its replay closure keeps owning copies of the
@@ -101,8 +134,22 @@ template <typename T>
 std::decay_t<T> keep(const T& x) {
   return x;
 }
+// A queued kernel (queue_kernel in EmuLaunch.h) holds emu memory without
+// owning it, as a GPU kernel does, and a copy of a host tensor (a CPU scalar
+// operand), which the host may change once the launch has returned.
 inline at::Tensor keep(const at::Tensor& x) {
-  return x.defined() ? x.variable_data() : x;
+  if (!x.defined()) {
+    return x;
+  }
+  if (making_queued_kernel() && x.layout() == at::kStrided && !x.is_quantized() && x.has_storage()) {
+    if (x.device().type() != c10::DeviceType::PrivateUse1) {
+      at::Tensor copy = x.detach().clone();
+      copy.unsafeGetTensorImpl()->set_wrapped_number(x.unsafeGetTensorImpl()->is_wrapped_number());
+      return copy;
+    }
+    return tensor_over(*queued_view_of(x.storage()), c10::DeviceType::PrivateUse1, x.dtype(), x);
+  }
+  return x.variable_data();
 }
 inline std::optional<at::Tensor> keep(const std::optional<at::Tensor>& x) {
   return x.has_value() ? std::optional<at::Tensor>(keep(*x)) : std::nullopt;
@@ -161,9 +208,15 @@ template <typename R, typename... Args, R (*fn)(Args...)>
 struct OnDevice<fn> {
   static R call(Args... args) {
     const c10::DeviceIndex device = common_device(args...);
-    return run_on(
-        device, [&]() -> R { return fn(kernel_arg(std::forward<Args>(args), device)...); },
-        [&] { return replay(device, args...); });
+    if constexpr (std::is_void_v<R> && !draws_random_numbers<Args...>) {
+      queue_on(
+          device, [&] { fn(kernel_arg(std::forward<Args>(args), device)...); },
+          [&] { return replay(device, args...); }, kernel_name<fn>());
+    } else {
+      return run_on(
+          device, [&]() -> R { return fn(kernel_arg(std::forward<Args>(args), device)...); },
+          [&] { return replay(device, args...); }, kernel_name<fn>());
+    }
   }
 
  private:
@@ -363,14 +416,16 @@ struct OnHost<fn> {
     const c10::DeviceIndex device = common_device(first, rest...);
     auto make_replay = [&] { return replay(device, first, rest...); };
     if constexpr (std::is_same_v<R, at::Tensor&>) {
-      run_on(
-          device,
-          [&] {
-            HostAliases aliases;
-            at::Tensor host_first = host_arg(aliases, first);
-            fn(host_first, kernel_arg(host_arg(aliases, rest), device)...);
-          },
-          make_replay);
+      auto kernel = [&] {
+        HostAliases aliases;
+        at::Tensor host_first = host_arg(aliases, first);
+        fn(host_first, kernel_arg(host_arg(aliases, rest), device)...);
+      };
+      if constexpr (draws_random_numbers<Rest...>) {
+        run_on(device, kernel, make_replay, kernel_name<fn>());
+      } else {
+        queue_on(device, kernel, make_replay, kernel_name<fn>());
+      }
       return first;
     } else {
       return run_on(
@@ -380,7 +435,7 @@ struct OnHost<fn> {
             return to_emu_result(
                 aliases, fn(host_arg(aliases, first), kernel_arg(host_arg(aliases, rest), device)...), device);
           },
-          make_replay);
+          make_replay, kernel_name<fn>());
     }
   }
 
@@ -416,13 +471,13 @@ struct Structured<Impl, N, void (Base::*)(Self, Rest...)> {
   static at::Tensor& inplace(at::Tensor& self, typename SchemaArg<Rest>::type... rest) {
     const c10::DeviceIndex device = common_device(self, rest...);
     if (!inplace_as_is(device, self, with_dtype_of(rest, self)...)) {
-      run_on(
+      queue_on(
           device,
           [&] {
             HostAliases aliases;
             inplace_as_is(-1, aliases.alias(self), host_arg(aliases, rest)...);
           },
-          [&] { return replay_inplace(/*on_host=*/true, self, rest...); });
+          [&] { return replay_inplace(/*on_host=*/true, self, rest...); }, kernel_name<Impl>());
     }
     return self;
   }
@@ -444,7 +499,8 @@ struct Structured<Impl, N, void (Base::*)(Self, Rest...)> {
       }
     };
     if (device >= 0) {
-      run_on(device, kernel, [&] { return replay_inplace(/*on_host=*/false, self, rest...); });
+      queue_on(
+          device, kernel, [&] { return replay_inplace(/*on_host=*/false, self, rest...); }, kernel_name<Impl>());
     } else {
       kernel();
     }
@@ -457,9 +513,12 @@ struct Structured<Impl, N, void (Base::*)(Self, Rest...)> {
       NewOutputs<Impl, N> op(/*on_host=*/false);
       op.meta(SchemaArg<Self>::to_meta(self), SchemaArg<Rest>::to_meta(rest)...);
       if (runs_as_is(op) && !needs_host_tensors<Impl>(self)) {
-        return run_on(
-            device, [&] { return call_impl(op, self, rest...); },
-            [&] { return replay_functional(outputs_of(op, std::make_index_sequence<N>()), self, rest...); });
+        // meta() allocated the outputs: the kernel only fills them, so it is queued.
+        queue_on(
+            device, [&] { impl_into(op, self, rest...); },
+            [&] { return replay_functional(outputs_of(op, std::make_index_sequence<N>()), self, rest...); },
+            kernel_name<Impl>());
+        return take_outputs(op, std::make_index_sequence<N>());
       }
     }
     return run_on(
@@ -468,7 +527,7 @@ struct Structured<Impl, N, void (Base::*)(Self, Rest...)> {
           HostAliases aliases;
           return on_host(aliases, device, host_arg(aliases, self), host_arg(aliases, rest)...);
         },
-        [&] { return replay_on_host(device, self, rest...); });
+        [&] { return replay_on_host(device, self, rest...); }, kernel_name<Impl>());
   }
 
   // Replays (graphs): the same kernels on kept arguments, into the outputs
@@ -536,13 +595,22 @@ struct Structured<Impl, N, void (Base::*)(Self, Rest...)> {
 
   template <typename S, typename... R>
   static auto call_impl(NewOutputs<Impl, N>& op, const S& self, const R&... rest) {
-    return call_impl(op, std::make_index_sequence<N>(), SchemaArg<Self>::to_meta(self),
-                     SchemaArg<Rest>::to_meta(rest)...);
+    impl_into(op, self, rest...);
+    return take_outputs(op, std::make_index_sequence<N>());
+  }
+
+  template <typename S, typename... R>
+  static void impl_into(NewOutputs<Impl, N>& op, const S& self, const R&... rest) {
+    impl_into(op, std::make_index_sequence<N>(), SchemaArg<Self>::to_meta(self), SchemaArg<Rest>::to_meta(rest)...);
   }
 
   template <size_t... I, typename... Args>
-  static auto call_impl(NewOutputs<Impl, N>& op, std::index_sequence<I...>, const Args&... args) {
+  static void impl_into(NewOutputs<Impl, N>& op, std::index_sequence<I...>, const Args&... args) {
     op.impl(args..., *op.outputs[I]...);
+  }
+
+  template <size_t... I>
+  static auto take_outputs(NewOutputs<Impl, N>& op, std::index_sequence<I...>) {
     if constexpr (N == 1) {
       return std::move(op.outputs[0]).take();
     } else {

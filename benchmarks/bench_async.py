@@ -1,0 +1,176 @@
+"""Asynchronous kernels: eager training steps and a generation loop, emu vs CPU.
+
+    .venv/bin/python benchmarks/bench_async.py [--quick] [--json PATH]
+
+For each workload it reports the emu/CPU time ratio with asynchronous kernels
+(the default), the same ratio with TORCH_EMU_LAUNCH_BLOCKING=1 (measured in a
+child process: every launch waits for its kernel, as before kernels were
+asynchronous), how much of the blocking step the asynchronous one hides
+(overlap: 1 - async time / blocking time) and the share of kernel launches
+that were queued rather than waited for. Then the launch overhead: host time
+per queued kernel (x.add_(1) on 8 floats, launched while the stream is busy)
+against CPU running the same op. Targets are reported, never enforced.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_ops  # noqa: E402
+import bench_recurrent  # noqa: E402
+from bench_foundation import bench, finish, machine_info, no_sync, parse_args, row, sync_emu  # noqa: E402
+
+import torch_emu  # noqa: E402,F401
+
+SMALL_OP_TARGET = 1.0  # the small-op-heavy workloads: emu faster than CPU
+VOCAB, DIM, HEADS, LAYERS, PROMPT, NEW_TOKENS = 512, 128, 4, 2, 8, 24
+
+
+class Decoder(torch.nn.Module):
+    """A small decoder-only transformer as Hugging Face models write one:
+    pre-norm blocks of causal scaled_dot_product_attention and a GELU MLP."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(VOCAB, DIM)
+        self.blocks = torch.nn.ModuleList(
+            torch.nn.ModuleDict({
+                "norm1": torch.nn.LayerNorm(DIM), "qkv": torch.nn.Linear(DIM, 3 * DIM),
+                "proj": torch.nn.Linear(DIM, DIM), "norm2": torch.nn.LayerNorm(DIM),
+                "up": torch.nn.Linear(DIM, 4 * DIM), "down": torch.nn.Linear(4 * DIM, DIM),
+            }) for _ in range(LAYERS))
+        self.norm = torch.nn.LayerNorm(DIM)
+        self.head = torch.nn.Linear(DIM, VOCAB)
+
+    def forward(self, tokens):
+        x = self.embed(tokens)
+        b, n, _ = x.shape
+        for blk in self.blocks:
+            q, k, v = blk["qkv"](blk["norm1"](x)).view(b, n, 3, HEADS, DIM // HEADS).unbind(2)
+            a = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                               is_causal=True)
+            x = x + blk["proj"](a.transpose(1, 2).reshape(b, n, DIM))
+            x = x + blk["down"](F.gelu(blk["up"](blk["norm2"](x))))
+        return self.head(self.norm(x))
+
+
+def generate(device: str, model: torch.nn.Module):
+    """Greedy batch-1 generation of NEW_TOKENS tokens (no KV cache): the next
+    token stays on the device, so nothing waits until the caller does."""
+    net = model.to(device).eval()
+    prompt = torch.arange(PROMPT, device=device)[None]
+
+    def run():
+        with torch.no_grad():
+            tokens = prompt
+            for _ in range(NEW_TOKENS):
+                nxt = net(tokens)[:, -1].argmax(-1, keepdim=True)
+                tokens = torch.cat([tokens, nxt], 1)
+        return tokens
+    return run
+
+
+def workloads() -> dict:
+    """name -> (make(device) -> step function, target)."""
+    out = {}
+    for name, (model, x, y) in bench_ops.models().items():
+        target = SMALL_OP_TARGET if "transformer" in name else None
+        out[f"train step, {name}, Adam"] = (
+            lambda device, m=model, x=x, y=y: bench_ops.train_step(device, m, x, y), target)
+    tokens, targets = bench_recurrent.data()
+    lstm = bench_recurrent.LanguageModel(torch.nn.LSTM)
+    out["train step, LSTM LM (2×256, 64 tokens × 32), Adam"] = (
+        lambda device: bench_recurrent.train_step(device, lstm, tokens, targets), None)
+    torch.manual_seed(0)
+    decoder = Decoder()
+    out[f"generation, decoder {LAYERS}×{DIM}, batch 1, {PROMPT}+{NEW_TOKENS} tokens"] = (
+        lambda device: generate(device, decoder), SMALL_OP_TARGET)
+    return out
+
+
+def launches() -> tuple:
+    return torch_emu._C._launch_counts()
+
+
+def measure(quick: bool) -> dict:
+    """name -> {emu, cpu (seconds per step), queued share} for every workload."""
+    results = {}
+    for name, (make, _) in workloads().items():
+        steps = {device: make(device) for device in ("emu", "cpu")}
+        steps["emu"]()
+        torch.emu.synchronize()
+        before = launches()
+        steps["emu"]()
+        torch.emu.synchronize()
+        queued, waited = (a - b for a, b in zip(launches(), before))
+        t = bench(name, {"emu": (steps["emu"], sync_emu), "cpu": (steps["cpu"], no_sync)},
+                  number=2 if quick else 8, repeats=3 if quick else 7, warmup=2)
+        results[name] = {"emu": t["emu"], "cpu": t["cpu"], "queued": queued / max(queued + waited, 1)}
+    return results
+
+
+def launch_overhead(quick: bool) -> dict:
+    """Host seconds per queued x.add_(1) (8 floats) and per CPU x.add_(1)."""
+    n = 500 if quick else 5000
+    x, xc = torch.zeros(8, device="emu"), torch.zeros(8)
+    clock_khz = torch.emu.get_device_properties().clock_rate or 1_000_000
+    best = {"emu": float("inf"), "cpu": float("inf")}
+    for _ in range(3 if quick else 7):
+        torch.emu._sleep(clock_khz * 1000)  # one second: the launches below all queue
+        start = time.perf_counter()
+        for _ in range(n):
+            x.add_(1)
+        best["emu"] = min(best["emu"], (time.perf_counter() - start) / n)
+        torch.emu.synchronize()
+        start = time.perf_counter()
+        for _ in range(n):
+            xc.add_(1)
+        best["cpu"] = min(best["cpu"], (time.perf_counter() - start) / n)
+    return best
+
+
+def blocking_results(quick: bool) -> dict:
+    """measure() in a child process whose launches all wait."""
+    env = dict(os.environ, TORCH_EMU_LAUNCH_BLOCKING="1")
+    cmd = [sys.executable, os.path.abspath(__file__), "--child"] + (["--quick"] if quick else [])
+    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True, timeout=1800).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main() -> int:
+    if "--child" in sys.argv:
+        print(json.dumps(measure("--quick" in sys.argv)))
+        return 0
+    args = parse_args(__doc__.split("\n\n")[0])
+    if not torch_emu._C._kernels_are_async():
+        sys.exit("bench_async.py compares asynchronous with blocking launches: unset TORCH_EMU_LAUNCH_BLOCKING")
+    machine = machine_info(args.quick)
+    start = time.perf_counter()
+    blocking = blocking_results(args.quick)
+    rows, overlap = [], []
+    measured = measure(args.quick)
+    for name, (_, target) in workloads().items():
+        a, b = measured[name], blocking[name]
+        rows.append(row(name, "ms/step", a["emu"] * 1e3, a["cpu"] * 1e3, a["emu"] / a["cpu"], target=target))
+        overlap.append(f"| {name} | {b['emu'] / b['cpu']:.2f} | {a['emu'] / a['cpu']:.2f} | "
+                       f"{1 - a['emu'] / b['emu']:.0%} | {a['queued']:.0%} |")
+    cost = launch_overhead(args.quick)
+    rows.append(row("launch overhead: x.add_(1), 8 floats, host time per queued kernel", "µs/op",
+                    cost["emu"] * 1e6, cost["cpu"] * 1e6, cost["emu"] / cost["cpu"]))
+    notes = ("\n| workload | emu/CPU blocking | emu/CPU async | overlap | launches queued |\n"
+             "|---|---|---|---|---|\n" + "\n".join(overlap) +
+             "\n\nBlocking: TORCH_EMU_LAUNCH_BLOCKING=1 in a child process. Overlap: the share of the "
+             "blocking step's time that the asynchronous step hides. Launches queued: of one step's "
+             "kernel launches, those that returned at once (the rest waited: ops without a native "
+             "kernel, ops whose output size depends on data, random ops).")
+    return finish(args, start, machine, rows, notes=notes, gap_before_warning=True)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

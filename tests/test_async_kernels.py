@@ -1,0 +1,194 @@
+"""Asynchronous kernels: a launch returns before its kernel runs, as on a GPU.
+
+These tests show the classic stream bugs behaving on emu as they do on CUDA
+(so that emu finds them in users' code), errors of queued kernels surfacing at
+the next synchronisation, and TORCH_EMU_LAUNCH_BLOCKING=1 turning it all off.
+The slow kernel that makes them deterministic is torch.emu._sleep.
+"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import torch_emu
+
+pytestmark = pytest.mark.skipif(not torch_emu._C._kernels_are_async(),
+                                reason="TORCH_EMU_LAUNCH_BLOCKING=1: kernels run synchronously")
+
+N = 1 << 16
+
+
+def sleep_ms(ms: float) -> None:
+    """Queues a kernel on the current stream that keeps it busy for `ms`."""
+    clock_khz = torch.emu.get_device_properties().clock_rate or 1_000_000
+    torch.emu._sleep(int(ms * clock_khz))
+
+
+# LITERALINCLUDE START: TEST_LAUNCH_RETURNS
+def test_launch_returns_before_the_kernel_runs(baseline_memory):
+    x = torch.zeros(N, device="emu")
+    sleep_ms(300)
+    x.add_(1)  # queued behind the sleep
+    assert not torch.emu.current_stream().query()  # the host is ahead of the device
+    torch.emu.synchronize()
+    assert torch.emu.current_stream().query()
+    assert x.cpu().eq(1).all()
+# LITERALINCLUDE END: TEST_LAUNCH_RETURNS
+
+
+# LITERALINCLUDE START: TEST_WAIT_STREAM
+def producer_consumer(wait: bool) -> torch.Tensor:
+    x = torch.zeros(N, device="emu")
+    torch.emu.synchronize()
+    side = torch.emu.Stream()
+    with torch.emu.stream(side):
+        sleep_ms(300)  # a long kernel on the producer
+        x.add_(1)
+    if wait:
+        torch.emu.current_stream().wait_stream(side)
+    y = x * 2  # the consumer, on the current stream
+    torch.emu.synchronize()
+    return y.cpu()
+
+
+def test_missing_wait_stream_reads_stale_data(baseline_memory):
+    # The consumer ran while the producer was still busy: it read zeros.
+    assert producer_consumer(wait=False).eq(0).all()
+
+
+def test_wait_stream_orders_consumer_after_producer(baseline_memory):
+    assert producer_consumer(wait=True).eq(2).all()
+# LITERALINCLUDE END: TEST_WAIT_STREAM
+
+
+# LITERALINCLUDE START: TEST_RECORD_STREAM
+def side_stream_read_then_free(record: bool):
+    x = torch.ones(N, device="emu")  # allocated on the current stream
+    torch.emu.synchronize()
+    ptr = x.data_ptr()
+    side = torch.emu.Stream()
+    with torch.emu.stream(side):
+        sleep_ms(300)
+        y = x * 2  # reads x later, on the side stream
+    if record:
+        x.record_stream(side)
+    del x  # without record_stream its block is free for the current stream at once
+    z = torch.full((N,), 7.0, device="emu")  # runs now: the current stream is idle
+    torch.emu.synchronize()
+    return y.cpu(), z.data_ptr() == ptr
+
+
+def test_missing_record_stream_lets_the_allocator_reuse_memory_in_use(baseline_memory):
+    y, reused = side_stream_read_then_free(record=False)
+    assert reused
+    assert y.eq(14).all()  # the side stream read z's sevens, not x's ones
+
+
+def test_record_stream_keeps_the_block_until_the_side_stream_is_done(baseline_memory):
+    y, reused = side_stream_read_then_free(record=True)
+    assert not reused
+    assert y.eq(2).all()
+# LITERALINCLUDE END: TEST_RECORD_STREAM
+
+
+# LITERALINCLUDE START: TEST_HOST_TIMING
+def test_host_timing_without_synchronize_sees_only_the_launch(baseline_memory):
+    start, end = torch.emu.Event(enable_timing=True), torch.emu.Event(enable_timing=True)
+    start.record()
+    sleep_ms(200)
+    end.record()
+    # A host clock read now would stop before the work: it is still queued.
+    assert not end.query()
+    end.synchronize()
+    assert start.elapsed_time(end) >= 180  # the device's own clock saw it all
+# LITERALINCLUDE END: TEST_HOST_TIMING
+
+
+# LITERALINCLUDE START: TEST_QUEUED_ERROR
+def test_error_in_a_queued_kernel_surfaces_at_the_next_sync(baseline_memory):
+    src = torch.arange(6.0, device="emu").view(2, 3)
+    bad = torch.tensor([[0, 5, 1]], device="emu")  # 5 is out of range for dim 1 of 3
+    sleep_ms(100)
+    out = src.gather(1, bad)  # returns: the kernel has not run yet
+    with pytest.raises(torch.AcceleratorError, match=r"gather.*out of bounds"):
+        torch.emu.synchronize()
+    del out
+    torch.emu.synchronize()  # reported once: the device stays usable
+    assert (src + 1).cpu().equal(torch.arange(1.0, 7.0).view(2, 3))
+# LITERALINCLUDE END: TEST_QUEUED_ERROR
+
+
+def test_error_surfaces_at_a_copy_to_the_host(baseline_memory):
+    src = torch.arange(6.0, device="emu").view(2, 3)
+    out = src.gather(1, torch.tensor([[0, 7, 1]], device="emu"))
+    with pytest.raises(torch.AcceleratorError, match="out of bounds"):
+        out.cpu()
+    del out
+
+
+def test_stream_synchronize_reports_only_its_own_errors(baseline_memory):
+    side = torch.emu.Stream()
+    src = torch.arange(6.0, device="emu").view(2, 3)
+    torch.emu.synchronize()
+    with torch.emu.stream(side):
+        bad = src.gather(1, torch.tensor([[0, 9, 1]], device="emu"))
+    torch.emu.current_stream().synchronize()  # nothing failed here
+    with pytest.raises(torch.AcceleratorError, match="out of bounds"):
+        side.synchronize()
+    del bad
+
+
+def test_random_ops_wait_so_seeding_stays_exact(baseline_memory):
+    sleep_ms(50)
+    torch.manual_seed(1)
+    a = torch.randn(64, device="emu")
+    torch.manual_seed(1)
+    b = torch.randn(64, device="emu")
+    assert a.cpu().equal(b.cpu())
+
+
+def test_queued_kernel_reads_cpu_scalars_as_launched(baseline_memory):
+    x = torch.zeros(4, device="emu")
+    s = torch.tensor(2.0)  # a CPU 0-dim operand
+    sleep_ms(100)
+    x.add_(s)
+    s.fill_(100.0)  # the host changes it while the kernel is still queued
+    assert x.cpu().eq(2).all()
+
+
+def test_launch_counts_show_what_ran_asynchronously(baseline_memory):
+    x = torch.ones(8, device="emu")
+    queued, waited = torch_emu._C._launch_counts()
+    x.mul_(3).add_(1)  # native kernels: queued
+    x.nonzero()  # output size depends on the data: waits
+    q2, w2 = torch_emu._C._launch_counts()
+    assert q2 - queued >= 2 and w2 - waited >= 1
+
+
+def test_sleep_rejects_negative_cycles():
+    with pytest.raises(RuntimeError, match="non-negative"):
+        torch.emu._sleep(-1)
+
+
+# LITERALINCLUDE START: TEST_LAUNCH_BLOCKING
+BLOCKING_SCRIPT = """
+import torch, torch_emu
+assert not torch_emu._C._kernels_are_async()
+src = torch.arange(6.0, device="emu").view(2, 3)
+try:
+    src.gather(1, torch.tensor([[0, 5, 1]], device="emu"))
+except RuntimeError as e:
+    print("raised at the call:", type(e).__name__)
+"""
+
+
+def test_launch_blocking_reports_errors_where_the_op_is_called():
+    env = dict(os.environ, TORCH_EMU_LAUNCH_BLOCKING="1")
+    r = subprocess.run([sys.executable, "-c", BLOCKING_SCRIPT], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "raised at the call" in r.stdout
+# LITERALINCLUDE END: TEST_LAUNCH_BLOCKING
