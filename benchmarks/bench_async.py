@@ -2,7 +2,8 @@
 
     .venv/bin/python benchmarks/bench_async.py [--quick] [--json PATH]
 
-For each workload it reports the emu/CPU time ratio with asynchronous kernels
+The workloads include a tiny Hugging Face Llama when transformers is
+installed. For each workload it reports the emu/CPU time ratio with asynchronous kernels
 (the default), the same ratio with TORCH_EMU_LAUNCH_BLOCKING=1 (measured in a
 child process: every launch waits for its kernel, as before kernels were
 asynchronous), how much of the blocking step the asynchronous one hides
@@ -76,6 +77,24 @@ def generate(device: str, model: torch.nn.Module):
     return run
 
 
+def llama_step(device: str):
+    """A training step (AdamW) of a tiny Hugging Face Llama, if transformers is installed."""
+    import transformers
+    config = transformers.LlamaConfig(
+        vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=64, attn_implementation="sdpa")
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    ids = torch.randint(0, 256, (4, 32), generator=torch.Generator().manual_seed(1)).to(device)
+
+    def step():
+        model(input_ids=ids, labels=ids).loss.backward()
+        opt.step()
+        opt.zero_grad()
+    return step
+
+
 def workloads() -> dict:
     """name -> (make(device) -> step function, target)."""
     out = {}
@@ -91,6 +110,11 @@ def workloads() -> dict:
     decoder = Decoder()
     out[f"generation, decoder {LAYERS}×{DIM}, batch 1, {PROMPT}+{NEW_TOKENS} tokens"] = (
         lambda device: generate(device, decoder), SMALL_OP_TARGET)
+    try:
+        import transformers  # noqa: F401
+        out["train step, Hugging Face Llama (2×64, 32 tokens × 4), AdamW"] = (llama_step, None)
+    except ImportError:
+        pass
     return out
 
 

@@ -173,6 +173,24 @@ def test_sleep_rejects_negative_cycles():
         torch.emu._sleep(-1)
 
 
+STRICT_SCRIPT = """
+import ctypes, torch, torch_emu
+x = torch.zeros(4, device="emu")
+torch.emu.synchronize()
+torch.emu._sleep(2_000 * (torch.emu.get_device_properties().clock_rate or 1_000_000))
+x.add_(1)  # queued behind the sleep
+print(ctypes.c_float.from_address(x.data_ptr()).value)  # the bug: a host read, no synchronize
+"""
+
+
+def test_strict_mode_catches_a_host_read_of_a_pending_result():
+    env = dict(os.environ, TORCH_EMU_STRICT="1")
+    r = subprocess.run([sys.executable, "-c", STRICT_SCRIPT], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode != 0
+    assert "strict mode: host access to device memory" in r.stderr
+
+
 # LITERALINCLUDE START: TEST_LAUNCH_BLOCKING
 BLOCKING_SCRIPT = """
 import torch, torch_emu

@@ -2,13 +2,13 @@
 // Module.cpp: device activity (utilization, memory_usage), the device
 // attributes get_device_properties reports, external streams, error strings.
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <thread>
 
 #include <torch/csrc/utils/pybind.h>
 
 #include "core/EmuException.h"
-#include "core/EmuLaunch.h"
 #include "core/EmuStream.h"
 #include "runtime/emu_runtime_attributes.h"
 #include "runtime/emu_runtime_stats.h"
@@ -45,20 +45,27 @@ py::dict device_attributes(c10::DeviceIndex device) {
 }
 
 // LITERALINCLUDE START: SLEEP_KERNEL
-// torch.emu._sleep(cycles), as torch.cuda._sleep: a kernel on the current
-// stream that keeps the device busy for `cycles` clock cycles of the device
-// (its clock rate attribute, 1 GHz if that is 0) and returns at once. Tests use it to make a
-// stream slow on purpose. It sleeps rather than spins: the device is busy,
-// the host's cores are not.
+// torch.emu._sleep(cycles), as torch.cuda._sleep: keeps the current stream
+// busy for `cycles` clock cycles of the device (its clock rate attribute,
+// 1 GHz if that is 0) and returns at once. Tests use it to hold a stream up on
+// purpose. It is a host function on the stream's worker that sleeps: the
+// device is busy, the host's cores are not, and since it touches no device
+// memory, strict mode keeps that memory closed meanwhile.
+// The duration travels in the pointer itself: nothing to own, and a graph
+// may replay the call any number of times.
+void sleep_on_stream(void* micros) {
+  std::this_thread::sleep_for(std::chrono::microseconds(reinterpret_cast<uintptr_t>(micros)));
+}
+
 void sleep_kernel(int64_t cycles) {
   TORCH_CHECK(cycles >= 0, "torch.emu._sleep: cycles must be non-negative, got ", cycles);
   const c10::DeviceIndex device = current_device();
   int clock_khz = 0;
   EMU_CHECK(emuDeviceGetAttribute(&clock_khz, emuDevAttrClockRate, device));
   constexpr int kNominalKhz = 1000000; // when the host does not tell its clock: 1 GHz
-  const auto duration = std::chrono::microseconds(cycles * 1000 / (clock_khz > 0 ? clock_khz : kNominalKhz));
-  auto sleep = [duration] { std::this_thread::sleep_for(duration); };
-  queue_kernel(current_stream(device), sleep, [&]() -> std::function<void()> { return sleep; }, "torch.emu._sleep");
+  const auto micros = static_cast<uintptr_t>(cycles * 1000 / (clock_khz > 0 ? clock_khz : kNominalKhz));
+  EMU_CHECK(emuLaunchHostFuncAsync(native_stream(current_stream(device)), &sleep_on_stream,
+                                   reinterpret_cast<void*>(micros)));
 }
 // LITERALINCLUDE END: SLEEP_KERNEL
 

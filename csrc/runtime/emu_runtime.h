@@ -136,6 +136,8 @@ emuError_t emuMemcpyAsync(void* dst, const void* src, size_t n,
 
 // Host work on a stream that does not touch device memory (callbacks).
 emuError_t emuLaunchHostFunc(emuStream_t stream, emuHostFn_t fn, void* user_data);
+// The same, always on the stream's worker: the call returns at once.
+emuError_t emuLaunchHostFuncAsync(emuStream_t stream, emuHostFn_t fn, void* user_data);
 // A kernel: `fn` runs in stream order with device memory accessible (also in
 // strict mode). If `fn` returns non-zero the launch failed: when it ran on the
 // calling thread emuLaunchKernel returns emuErrorLaunchFailure; when it ran on

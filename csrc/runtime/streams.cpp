@@ -742,22 +742,36 @@ emuError_t emuMemcpyAsync(void* dst, const void* src, size_t n, emuMemcpyKind ki
 }
 // LITERALINCLUDE END: MEMCPY_ASYNC
 
-emuError_t emuLaunchHostFunc(emuStream_t stream, emuHostFn_t fn, void* user_data) {
-  EMU_API_ENTER();
-  if (emuError_t err = check_stream("emuLaunchHostFunc", stream)) return err;
-  if (fn == nullptr) return set_error(emuErrorInvalidValue, "emuLaunchHostFunc: fn is null");
+namespace {
+
+emuError_t launch_host_func(const char* call, emuStream_t stream, emuHostFn_t fn, void* user_data,
+                            bool allow_inline) {
+  if (emuError_t err = check_stream(call, stream)) return err;
+  if (fn == nullptr) return set_error(emuErrorInvalidValue, "%s: fn is null", call);
   emu::GraphNode node{emu::GraphNode::kHostFunc};
   node.host_fn = fn;
   node.user_data = user_data;
   bool captured = false;
-  if (emuError_t err = emu::capture_hook("emuLaunchHostFunc", stream, node, &captured)) return err;
+  if (emuError_t err = emu::capture_hook(call, stream, node, &captured)) return err;
   if (captured) return emuSuccess;  // host functions run at replay only
   Work w{};
   w.kind = WorkKind::kHostFunc;
   w.host_fn = fn;
   w.user_data = user_data;
   Submitted submitted;
-  return submit("emuLaunchHostFunc", stream, w, /*allow_inline=*/true, &submitted);
+  return submit(call, stream, w, allow_inline || executing_frame(stream) != nullptr, &submitted);
+}
+
+} // namespace
+
+emuError_t emuLaunchHostFunc(emuStream_t stream, emuHostFn_t fn, void* user_data) {
+  EMU_API_ENTER();
+  return launch_host_func("emuLaunchHostFunc", stream, fn, user_data, /*allow_inline=*/true);
+}
+
+emuError_t emuLaunchHostFuncAsync(emuStream_t stream, emuHostFn_t fn, void* user_data) {
+  EMU_API_ENTER();
+  return launch_host_func("emuLaunchHostFuncAsync", stream, fn, user_data, /*allow_inline=*/false);
 }
 
 namespace {
