@@ -123,7 +123,9 @@ def test_error_in_a_queued_kernel_surfaces_at_the_next_sync(baseline_memory):
 
 def test_error_surfaces_at_a_copy_to_the_host(baseline_memory):
     src = torch.arange(6.0, device="emu").view(2, 3)
-    out = src.gather(1, torch.tensor([[0, 7, 1]], device="emu"))
+    index = torch.tensor([[0, 7, 1]], device="emu")  # a pageable copy: it waits for the stream
+    sleep_ms(100)
+    out = src.gather(1, index)
     with pytest.raises(torch.AcceleratorError, match="out of bounds"):
         out.cpu()
     del out
@@ -133,8 +135,10 @@ def test_stream_synchronize_reports_only_its_own_errors(baseline_memory):
     side = torch.emu.Stream()
     src = torch.arange(6.0, device="emu").view(2, 3)
     torch.emu.synchronize()
+    index = torch.tensor([[0, 9, 1]], device="emu")
     with torch.emu.stream(side):
-        bad = src.gather(1, torch.tensor([[0, 9, 1]], device="emu"))
+        sleep_ms(100)
+        bad = src.gather(1, index)
     torch.emu.current_stream().synchronize()  # nothing failed here
     with pytest.raises(torch.AcceleratorError, match="out of bounds"):
         side.synchronize()
@@ -161,11 +165,24 @@ def test_queued_kernel_reads_cpu_scalars_as_launched(baseline_memory):
 
 def test_launch_counts_show_what_ran_asynchronously(baseline_memory):
     x = torch.ones(8, device="emu")
-    queued, waited = torch_emu._C._launch_counts()
-    x.mul_(3).add_(1)  # native kernels: queued
+    torch.emu.synchronize()
+    before = torch_emu._C._launch_counts()
+    x.mul_(3)  # idle stream: runs at once (auto) or is queued
+    sleep_ms(50)
+    x.add_(1)  # busy stream: queued
     x.nonzero()  # output size depends on the data: waits
-    q2, w2 = torch_emu._C._launch_counts()
-    assert q2 - queued >= 2 and w2 - waited >= 1
+    queued, at_once, waited = (a - b for a, b in zip(torch_emu._C._launch_counts(), before))
+    assert queued + at_once == 2 and queued >= 1 and waited >= 1
+    assert at_once == (1 if torch_emu._C._launch_mode() == "auto" else 0)
+
+
+def test_idle_stream_runs_a_kernel_at_once_in_auto_mode(baseline_memory):
+    if torch_emu._C._launch_mode() != "auto":
+        pytest.skip("TORCH_EMU_LAUNCH_QUEUED=1: every kernel is queued")
+    x = torch.zeros(4, device="emu")
+    torch.emu.synchronize()
+    x.add_(1)
+    assert torch.emu.current_stream().query()  # nothing was left to overlap with
 
 
 def test_sleep_rejects_negative_cycles():

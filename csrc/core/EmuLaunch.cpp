@@ -29,6 +29,7 @@ c10::DeleterFnPtr cpu_raw_deleter = nullptr;
 // so it also counts them; waited ones are only counted.
 std::atomic<uint64_t> g_launch_order{0};
 std::atomic<uint64_t> g_waited_launches{0};
+std::atomic<uint64_t> g_at_once_launches{0};
 
 // Kernels also use raw_allocate/raw_deallocate for scratch space; a raw
 // pointer is freed by whichever allocator it came from.
@@ -166,6 +167,21 @@ bool inside_kernel_on(const c10::Stream& stream) {
   return tls_kernel_device == stream.device_index() && tls_kernel_stream == stream.id();
 }
 
+// Submits `kernel` and waits for it. Waiting also makes the kernel's results
+// (and errors) visible here. A launch failure is our own kernel's exception,
+// rethrown with its type.
+void run_and_wait(const c10::Stream& stream, c10::function_ref<void()> kernel) {
+  Launch launch{kernel, stream, nullptr, {}};
+  emuStream_t native = native_stream(stream);
+  const emuError_t launched = emuLaunchKernel(native, &run_kernel, &launch);
+  const emuError_t synced = emuStreamSynchronize(native);
+  if (launch.error) {
+    std::rethrow_exception(launch.error);
+  }
+  EMU_CHECK(launched);
+  EMU_CHECK(synced);
+}
+
 } // namespace
 
 void launch_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel,
@@ -187,17 +203,7 @@ void launch_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel, 
     return;
   }
   g_waited_launches.fetch_add(1, std::memory_order_relaxed);
-  Launch launch{kernel, stream, nullptr, {}};
-  emuStream_t native = native_stream(stream);
-  const emuError_t launched = emuLaunchKernel(native, &run_kernel, &launch);
-  // Waiting also makes the kernel's results (and errors) visible here. A
-  // launch failure is our own kernel's exception, rethrown below.
-  const emuError_t synced = emuStreamSynchronize(native);
-  if (launch.error) {
-    std::rethrow_exception(launch.error);
-  }
-  EMU_CHECK(launched);
-  EMU_CHECK(synced);
+  run_and_wait(stream, kernel);
 }
 // LITERALINCLUDE END: LAUNCH_KERNEL
 
@@ -247,22 +253,38 @@ struct QueueViews {
 };
 thread_local QueueViews* tls_queue_views = nullptr;
 
-bool read_async_setting() {
-  const char* blocking = std::getenv("TORCH_EMU_LAUNCH_BLOCKING");
-  return blocking == nullptr || std::string_view(blocking).empty() || std::string_view(blocking) == "0";
+bool env_flag(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && !std::string_view(value).empty() && std::string_view(value) != "0";
+}
+
+bool stream_busy(const c10::Stream& stream) {
+  int pending = 1;
+  EMU_CHECK(emuStreamGetPendingWork(native_stream(stream), &pending));
+  return pending != 0;
 }
 
 } // namespace
 
-bool kernels_are_async() {
-  static const bool async = read_async_setting();
-  return async;
+LaunchMode launch_mode() {
+  static const LaunchMode mode = env_flag("TORCH_EMU_LAUNCH_BLOCKING") ? LaunchMode::kBlocking
+                                 : env_flag("TORCH_EMU_LAUNCH_QUEUED") ? LaunchMode::kQueued
+                                                                       : LaunchMode::kAuto;
+  return mode;
 }
 
 void queue_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel,
                   c10::function_ref<std::function<void()>()> make_owning, const char* what) {
-  if (!kernels_are_async() || inside_kernel_on(stream) || (C10_UNLIKELY(capture_in_progress()) && is_capturing(stream))) {
+  const LaunchMode mode = launch_mode();
+  if (mode == LaunchMode::kBlocking || inside_kernel_on(stream) ||
+      (C10_UNLIKELY(capture_in_progress()) && is_capturing(stream))) {
     launch_kernel(stream, kernel, make_owning, what);
+    return;
+  }
+  if (mode == LaunchMode::kAuto && !stream_busy(stream)) {
+    // Nothing to overlap with: run it now, as a worker would have at once.
+    g_at_once_launches.fetch_add(1, std::memory_order_relaxed);
+    run_and_wait(stream, kernel);
     return;
   }
   QueueViews views;
@@ -286,7 +308,8 @@ void queue_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel,
 // LITERALINCLUDE END: QUEUE_KERNEL
 
 LaunchCounts launch_counts() {
-  return {g_launch_order.load(std::memory_order_relaxed), g_waited_launches.load(std::memory_order_relaxed)};
+  return {g_launch_order.load(std::memory_order_relaxed), g_at_once_launches.load(std::memory_order_relaxed),
+          g_waited_launches.load(std::memory_order_relaxed)};
 }
 
 uint64_t stream_order_now() {

@@ -31,16 +31,25 @@ void launch_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel,
                    const char* what = __builtin_FUNCTION());
 
 // LITERALINCLUDE START: QUEUE_KERNEL_DECL
-// Whether kernels run asynchronously: yes, unless the environment variable
-// TORCH_EMU_LAUNCH_BLOCKING=1 (read once) makes every launch wait, for
-// debugging, like CUDA_LAUNCH_BLOCKING.
-bool kernels_are_async();
+// How queue_kernel launches, set once from the environment:
+// - kAuto (default): queued behind the stream's work when the stream is busy;
+//   on an idle stream the kernel runs at once on the calling thread, which is
+//   what a hand-off to the worker would wait for anyway, minus the hand-off;
+// - kQueued (TORCH_EMU_LAUNCH_QUEUED=1): always queued, as a GPU launch is;
+// - kBlocking (TORCH_EMU_LAUNCH_BLOCKING=1): every launch waits for its
+//   kernel, for debugging, like CUDA_LAUNCH_BLOCKING.
+enum class LaunchMode { kAuto, kQueued, kBlocking };
+LaunchMode launch_mode();
+inline bool kernels_are_async() {
+  return launch_mode() != LaunchMode::kBlocking;
+}
 
-// Queues a kernel whose outputs already exist (a GPU launch): returns at once,
-// and the stream's worker later runs the closure `make_owning()` returns, which
-// owns everything the kernel reads (keep() in aten/kernels/EmuKernel.h). While
-// `stream` captures, or with kernels synchronous, or from a kernel running on
-// `stream`, it is launch_kernel above instead. An exception the queued kernel
+// Launches a kernel whose outputs already exist (a GPU launch): unless it
+// runs at once on an idle stream (kAuto), it is queued and the call returns;
+// the stream's worker later runs the closure `make_owning()` returns, which
+// owns everything the kernel reads (keep() in aten/kernels/EmuKernel.h).
+// While `stream` captures, with blocking launches, or from a kernel running
+// on `stream`, it is launch_kernel above instead. An exception a queued kernel
 // throws is reported, naming `what`, by the next synchronisation of `stream`.
 void queue_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel,
                   c10::function_ref<std::function<void()>()> make_owning,
@@ -64,11 +73,14 @@ bool making_queued_kernel();
 uint64_t stream_order_now();
 uint64_t queued_kernel_launch_order();
 
-// Launches since the process started that returned at once (queued) and
-// that waited for their kernel (launch_kernel; nested and captured ones are
-// not counted): how much of a program runs asynchronously.
+// Launches since the process started: queued (returned before their kernel
+// ran), queueable ones that ran at once on an idle stream, and those that had
+// to wait for their kernel (launch_kernel: the fallback, kernels that
+// allocate their outputs, random ops). Nested and captured launches are not
+// counted. How much of a program can run asynchronously.
 struct LaunchCounts {
   uint64_t queued;
+  uint64_t at_once;
   uint64_t waited;
 };
 LaunchCounts launch_counts();

@@ -80,12 +80,19 @@ PYBIND11_MODULE(_C, m) {
   m.def("_is_device_initialized", [](c10::DeviceIndex d) { return device_initialized(d); });
   m.def("_get_device_properties", &device_properties);
   m.def("_strict_mode", [] { return emuStrictMode() != 0; });
-  m.def("_kernels_are_async", &kernels_are_async);
-  // (queued, waited): kernel launches so far that returned at once, and those
-  // that waited for their kernel (benchmarks/bench_async.py reports them).
+  m.def("_kernels_are_async", [] { return kernels_are_async(); });
+  m.def("_launch_mode", [] {
+    switch (launch_mode()) {
+      case LaunchMode::kQueued: return "queued";
+      case LaunchMode::kBlocking: return "blocking";
+      default: return "auto";
+    }
+  });
+  // (queued, at once, waited): kernel launches so far (EmuLaunch.h), reported
+  // by the demo and benchmarks/bench_async.py.
   m.def("_launch_counts", [] {
     const LaunchCounts counts = launch_counts();
-    return py::make_tuple(counts.queued, counts.waited);
+    return py::make_tuple(counts.queued, counts.at_once, counts.waited);
   });
   m.def("_stream_priority_range", [] {
     int least = 0, greatest = 0;

@@ -123,6 +123,9 @@ emuError_t emuStreamDestroy(emuStream_t stream); // drains it first
 emuError_t emuStreamGetDevice(emuStream_t stream, int* device);
 emuError_t emuStreamGetPriority(emuStream_t stream, int* priority);
 emuError_t emuStreamQuery(emuStream_t stream); // emuSuccess or emuErrorNotReady
+// Whether work is queued or running on the stream (*pending = 1) or not (0);
+// unlike emuStreamQuery it reports no failure.
+emuError_t emuStreamGetPendingWork(emuStream_t stream, int* pending);
 emuError_t emuStreamSynchronize(emuStream_t stream);
 // Later work on `stream` waits until the work `event` captured at its most
 // recent record has completed. An event never recorded is a no-op.

@@ -236,6 +236,33 @@ void copy_bytes(const Work& w) {
   move_bytes(w.dst, w.src, w.bytes);
 }
 
+// LITERALINCLUDE START: SPIN_BEFORE_SLEEP
+// A host thread that feeds a stream kernel after kernel and a worker that
+// runs them hand work back and forth many times per millisecond. Sleeping on a
+// condition variable costs each hand-off two context switches (tens of
+// microseconds on a busy machine), more than most kernels; so both sides first
+// poll for a short while, as a GPU driver spins before it blocks. On a machine
+// with a single core, spinning only delays the other side: there they block
+// at once.
+template <typename Ready>
+bool spin_until(Ready&& ready) {
+  static const bool worth_spinning = std::thread::hardware_concurrency() > 1;
+  if (!worth_spinning) return ready();
+  constexpr auto kBudget = std::chrono::microseconds(50);
+  const Clock::time_point until = Clock::now() + kBudget;
+  for (unsigned i = 1;; ++i) {
+    if (ready()) return true;
+    if (i % 64 == 0) {
+      if (Clock::now() >= until) return false;
+      std::this_thread::yield();  // let a thread that shares this core run
+    }
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+}
+// LITERALINCLUDE END: SPIN_BEFORE_SLEEP
+
 // Executes one item on the calling thread; returns a kernel's result (0 for
 // everything else).
 int run_work(emuStream* s, const Work& w) {
@@ -294,6 +321,12 @@ void worker_main(emuStream* s) {
   apply_priority(s->priority);
   std::unique_lock<std::mutex> lock(s->mu);
   for (;;) {
+    if (s->queue.empty() && !s->stop) {
+      const uint64_t seen = s->submitted.load(std::memory_order_relaxed);
+      lock.unlock();
+      spin_until([s, seen] { return s->submitted.load(std::memory_order_acquire) != seen; });
+      lock.lock();
+    }
     // `running` may be an inline item on another thread: queued items wait
     // for it, which keeps the stream in order.
     s->work_cv.wait(lock, [s] {
@@ -383,7 +416,7 @@ emuError_t submit(const char* call, emuStream* s, Work w, bool allow_inline, Sub
 
 // Waits until item `target` of `s` has finished.
 void wait_until_completed(emuStream* s, uint64_t target) {
-  if (s->completed.load(std::memory_order_acquire) >= target) return;
+  if (spin_until([s, target] { return s->completed.load(std::memory_order_acquire) >= target; })) return;
   std::unique_lock<std::mutex> lock(s->mu);
   s->done_cv.wait(lock, [&] { return s->completed >= target; });
 }
@@ -655,6 +688,14 @@ emuError_t emuStreamQuery(emuStream_t stream) {
   if (emuError_t err = take_failure("emuStreamQuery", stream)) return err;
   std::lock_guard<std::mutex> lock(stream->mu);
   return (stream->running || !stream->queue.empty()) ? emuErrorNotReady : emuSuccess;
+}
+
+emuError_t emuStreamGetPendingWork(emuStream_t stream, int* pending) {
+  EMU_API_ENTER();
+  if (emuError_t err = check_stream("emuStreamGetPendingWork", stream)) return err;
+  if (pending == nullptr) return set_error(emuErrorInvalidValue, "emuStreamGetPendingWork: pending is null");
+  *pending = stream->submitted.load(std::memory_order_acquire) != stream->completed.load(std::memory_order_acquire);
+  return emuSuccess;
 }
 
 emuError_t emuStreamSynchronize(emuStream_t stream) {
