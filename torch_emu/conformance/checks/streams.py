@@ -66,7 +66,7 @@ def check_event_wait_across_streams(dev):
     s2.wait_event(e)
     with s2:
         total = x.sum()
-    assert total.item() == 3000.0
+        assert total.item() == 3000.0  # .item() copies on the current stream: s2 here
 
 
 def check_record_stream(dev):
@@ -79,6 +79,7 @@ def check_record_stream(dev):
         y = x * 2
     x.record_stream(s)
     del x
+    torch.accelerator.current_stream().wait_stream(s)  # y is s's result
     assert y.sum().item() == 2 * (1 << 20)
     del y
     torch.accelerator.synchronize()
