@@ -15,7 +15,7 @@ import torch
 
 import torch_emu
 
-pytestmark = pytest.mark.skipif(not torch_emu._C._kernels_are_async(),
+pytestmark = pytest.mark.skipif(torch_emu._C._launch_mode() == "blocking",
                                 reason="TORCH_EMU_LAUNCH_BLOCKING=1: kernels run synchronously")
 
 N = 1 << 16
@@ -211,7 +211,7 @@ def test_strict_mode_catches_a_host_read_of_a_pending_result():
 # LITERALINCLUDE START: TEST_LAUNCH_BLOCKING
 BLOCKING_SCRIPT = """
 import torch, torch_emu
-assert not torch_emu._C._kernels_are_async()
+assert torch_emu._C._launch_mode() == "blocking"
 src = torch.arange(6.0, device="emu").view(2, 3)
 try:
     src.gather(1, torch.tensor([[0, 5, 1]], device="emu"))

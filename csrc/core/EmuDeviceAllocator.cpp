@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "core/EmuException.h"
 #include "core/EmuIpc.h"
@@ -171,8 +172,13 @@ struct DeviceCache {
   std::vector<void*> segments_to_free;
 };
 
-// Frees the segments given up so far; called without dc.mutex held.
-void free_segments(std::vector<void*> segments) {
+namespace {
+
+// Frees the segments `dc` gave up so far, with dc.mutex released meanwhile
+// (held by `lock`, which it leaves unlocked).
+void free_given_up_segments(DeviceCache& dc, std::unique_lock<std::mutex>& lock) {
+  const std::vector<void*> segments = std::exchange(dc.segments_to_free, {});
+  lock.unlock();
   for (void* ptr : segments) {
     const emuError_t err = emuFree(ptr); // emuFree finds the device from the pointer
     if (err != emuSuccess) {
@@ -186,10 +192,7 @@ class CacheLock {
  public:
   explicit CacheLock(DeviceCache& dc) : dc_(dc), lock_(dc.mutex) {}
   ~CacheLock() {
-    std::vector<void*> segments = std::move(dc_.segments_to_free);
-    dc_.segments_to_free.clear();
-    lock_.unlock();
-    free_segments(std::move(segments));
+    free_given_up_segments(dc_, lock_);
   }
   CacheLock(const CacheLock&) = delete;
   CacheLock& operator=(const CacheLock&) = delete;
@@ -202,14 +205,11 @@ class CacheLock {
 // For a retry that needs the memory back now: frees the segments given up so
 // far with dc.mutex (held by a CacheLock up the stack) released meanwhile.
 void free_segments_now(DeviceCache& dc) {
-  std::vector<void*> segments = std::move(dc.segments_to_free);
-  dc.segments_to_free.clear();
-  dc.mutex.unlock();
-  free_segments(std::move(segments));
-  dc.mutex.lock();
+  std::unique_lock<std::mutex> lock(dc.mutex, std::adopt_lock);
+  free_given_up_segments(dc, lock);
+  lock.lock();
+  lock.release(); // the CacheLock up the stack owns it again
 }
-
-namespace {
 
 // LITERALINCLUDE START: DEVICE_ALLOCATOR_TRACE
 // One entry of the allocation history, when it is on: a ring of the last

@@ -247,11 +247,18 @@ int run_queued(void* data) {
   return 1;
 }
 
-// The unowned views handed out while one queued kernel's closure is made.
+// The unowned views handed out while one queued kernel's closure is made
+// (queued_view_of), for as long as it lives.
 struct QueueViews {
+  QueueViews() { tls_current = this; }
+  ~QueueViews() { tls_current = nullptr; }
+  QueueViews(const QueueViews&) = delete;
+  QueueViews& operator=(const QueueViews&) = delete;
+
   c10::SmallVector<std::pair<const c10::StorageImpl*, c10::Storage>, 4> views;
+  static thread_local QueueViews* tls_current;
 };
-thread_local QueueViews* tls_queue_views = nullptr;
+thread_local QueueViews* QueueViews::tls_current = nullptr;
 
 bool env_flag(const char* name) {
   const char* value = std::getenv(name);
@@ -287,16 +294,11 @@ void queue_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel,
     run_and_wait(stream, kernel);
     return;
   }
-  QueueViews views;
-  tls_queue_views = &views;
   std::function<void()> body;
-  try {
+  {
+    const QueueViews views;
     body = make_owning();
-  } catch (...) {
-    tls_queue_views = nullptr;
-    throw;
   }
-  tls_queue_views = nullptr;
   auto* job = new QueuedKernel{std::move(body), stream, {}, what,
                                g_launch_order.fetch_add(1, std::memory_order_relaxed) + 1};
   const emuError_t err = emuLaunchKernelAsync(native_stream(stream), &run_queued, job);
@@ -321,15 +323,14 @@ uint64_t queued_kernel_launch_order() {
 }
 
 bool making_queued_kernel() {
-  return tls_queue_views != nullptr;
+  return QueueViews::tls_current != nullptr;
 }
 
-std::optional<c10::Storage> queued_view_of(const c10::Storage& storage) {
-  if (tls_queue_views == nullptr) {
-    return std::nullopt;
-  }
+c10::Storage queued_view_of(const c10::Storage& storage) {
+  QueueViews* views = QueueViews::tls_current;
+  TORCH_INTERNAL_ASSERT(views != nullptr, "queued_view_of outside queue_kernel's make_owning");
   const c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
-  for (const auto& [owner, view] : tls_queue_views->views) {
+  for (const auto& [owner, view] : views->views) {
     if (owner == impl) {
       return view;
     }
@@ -337,7 +338,7 @@ std::optional<c10::Storage> queued_view_of(const c10::Storage& storage) {
   c10::Storage view(c10::make_intrusive<c10::StorageImpl>(
       c10::StorageImpl::use_byte_size_t(), storage.sym_nbytes(),
       c10::DataPtr(const_cast<void*>(storage.data()), storage.device()), /*allocator=*/nullptr, /*resizable=*/false));
-  tls_queue_views->views.emplace_back(impl, view);
+  views->views.emplace_back(impl, view);
   return view;
 }
 

@@ -8,16 +8,16 @@
 
 #include <exception>
 #include <functional>
-#include <optional>
 #include <thread>
 
 namespace torch_emu {
 
 // Runs `kernel` as device work in the order of `stream` and waits for it to
 // finish: for kernels that produce tensors whose sizes the caller needs, or
-// results it reads (queue_kernel below does not wait). While it runs, on whatever thread runs it,
-// the current emu device and stream are those of `stream`, and host
-// allocations made by CPU kernels come from emu device memory. An exception
+// results it reads (queue_kernel below does not wait). While it runs, on
+// whatever thread runs it, the current emu device and stream are those of
+// `stream`, and host allocations made by CPU kernels come from emu device
+// memory. An exception
 // thrown by `kernel` is rethrown here.
 // While `stream` captures a graph (EmuGraph.h) this form cannot record the
 // kernel and fails, naming `what` (by default the calling function).
@@ -40,9 +40,6 @@ void launch_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel,
 //   kernel, for debugging, like CUDA_LAUNCH_BLOCKING.
 enum class LaunchMode { kAuto, kQueued, kBlocking };
 LaunchMode launch_mode();
-inline bool kernels_are_async() {
-  return launch_mode() != LaunchMode::kBlocking;
-}
 
 // Launches a kernel whose outputs already exist (a GPU launch): unless it
 // runs at once on an idle stream (kAuto), it is queued and the call returns;
@@ -60,9 +57,9 @@ void queue_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel,
 // memory (a GPU kernel does not own its arguments either: the caching
 // allocator may reuse a freed block as soon as stream order allows, and
 // record_stream is what protects cross-stream use). One view per storage, so
-// that arguments sharing memory still share a storage. nullopt otherwise:
-// graphs keep owning what they replay.
-std::optional<c10::Storage> queued_view_of(const c10::Storage& storage);
+// that arguments sharing memory still share a storage. Only while
+// making_queued_kernel(): graphs keep owning what they replay.
+c10::Storage queued_view_of(const c10::Storage& storage);
 // Whether this thread is making a queued kernel's closure right now.
 bool making_queued_kernel();
 

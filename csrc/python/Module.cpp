@@ -80,7 +80,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("_is_device_initialized", [](c10::DeviceIndex d) { return device_initialized(d); });
   m.def("_get_device_properties", &device_properties);
   m.def("_strict_mode", [] { return emuStrictMode() != 0; });
-  m.def("_kernels_are_async", [] { return kernels_are_async(); });
   m.def("_launch_mode", [] {
     switch (launch_mode()) {
       case LaunchMode::kQueued: return "queued";

@@ -439,13 +439,9 @@ emuError_t take_failure(const char* call, emuStream* s) {
   }
   const int rc = s->failed_rc.exchange(0);
   if (rc == 0) return emuSuccess;  // another thread reported it
-  if (!message.empty()) {
-    return set_error(emuErrorLaunchFailure, "%s: a kernel launched earlier on stream %llu (emu:%d) failed: %s",
-                     call, static_cast<unsigned long long>(s->id), s->device, message.c_str());
-  }
-  return set_error(emuErrorLaunchFailure,
-                   "%s: a kernel launched earlier on stream %llu (emu:%d) failed (it returned %d)",
-                   call, static_cast<unsigned long long>(s->id), s->device, rc);
+  const std::string detail = message.empty() ? " (it returned " + std::to_string(rc) + ")" : ": " + message;
+  return set_error(emuErrorLaunchFailure, "%s: a kernel launched earlier on stream %llu (emu:%d) failed%s",
+                   call, static_cast<unsigned long long>(s->id), s->device, detail.c_str());
 }
 
 // ---- copies ----

@@ -147,7 +147,7 @@ inline at::Tensor keep(const at::Tensor& x) {
       copy.unsafeGetTensorImpl()->set_wrapped_number(x.unsafeGetTensorImpl()->is_wrapped_number());
       return copy;
     }
-    return tensor_over(*queued_view_of(x.storage()), c10::DeviceType::PrivateUse1, x.dtype(), x);
+    return tensor_over(queued_view_of(x.storage()), c10::DeviceType::PrivateUse1, x.dtype(), x);
   }
   return x.variable_data();
 }
