@@ -168,6 +168,26 @@ uint64_t draw_seed(c10::DeviceIndex device) {
   return gen.get<at::CPUGeneratorImpl>()->random64();
 }
 
+// CPU's flash kernels, into outputs allocated at launch (so they are
+// queued). They take output, logsumexp and gradients with the sequence dim
+// before the heads.
+void flash_forward(const Tensor& out, const Tensor& logsumexp, const Tensor& query, const Tensor& key,
+                   const Tensor& value, const std::optional<Tensor>& mask, bool is_causal, std::optional<double> scale) {
+  at::native::flash_attention_kernel(c10::DeviceType::CPU, out.transpose(1, 2), logsumexp.transpose(1, 2), query, key,
+                                     value, /*dropout_p=*/0.0, is_causal, mask, scale);
+}
+
+// The gradients start at zero: CPU's kernel accumulates into them.
+void flash_backward(const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v, const Tensor& grad_out,
+                    const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& out,
+                    const Tensor& logsumexp, const std::optional<Tensor>& mask, bool is_causal,
+                    std::optional<double> scale) {
+  at::native::flash_attention_backward_kernel(
+      c10::DeviceType::CPU, grad_q.transpose(1, 2), grad_k.transpose(1, 2), grad_v.transpose(1, 2),
+      grad_out.transpose(1, 2), query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), out.transpose(1, 2),
+      logsumexp.transpose(1, 2), /*dropout_p=*/0.0, is_causal, mask, scale);
+}
+
 // LITERALINCLUDE START: OP_FORWARD
 std::tuple<Tensor, Tensor, Tensor, Tensor, c10::SymInt, c10::SymInt, Tensor, Tensor, Tensor> fused_attention(
     const Tensor& query, const Tensor& key, const Tensor& value, const std::optional<Tensor>& attn_bias,
@@ -194,12 +214,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, c10::SymInt, c10::SymInt, Tensor, Ten
     return {out, logsumexp, Tensor(), Tensor(), query.sym_size(2), key.sym_size(2),
             at::scalar_tensor(static_cast<int64_t>(seed), at::kLong), at::zeros({}, at::kLong), Tensor()};
   }
-  // CPU's kernel takes output and logsumexp with the sequence dim before the
-  // heads. Without dropout there is no random state: seed and offset are 0.
-  kernel::run_on(device, [&] {
-    at::native::flash_attention_kernel(c10::DeviceType::CPU, out.transpose(1, 2), logsumexp.transpose(1, 2), query,
-                                       key, value, dropout_p, is_causal, kernel_mask(attn_bias), scale);
-  });
+  // Without dropout there is no random state (seed and offset are 0), and
+  // the kernel is queued.
+  kernel::OnDevice<&flash_forward>::call(out, logsumexp, query, key, value, kernel_mask(attn_bias), is_causal, scale);
   return {out, logsumexp, Tensor(), Tensor(), query.sym_size(2), key.sym_size(2), at::zeros({}, at::kLong),
           at::zeros({}, at::kLong), Tensor()};
 }
@@ -242,15 +259,14 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> fused_attention_backward(
   }
   const std::optional<Tensor> bias = attn_bias.defined() ? std::optional<Tensor>(attn_bias) : std::nullopt;
   check_fused_inputs(query, key, value, bias, dropout_p);
-  return kernel::run_on(device, [&] {
-    // Both kernels read the output gradient along the head dim with unit
-    // stride (autograd may hand in an expanded one).
-    const Tensor go = grad_out.stride(-1) == 1 ? grad_out : grad_out.contiguous();
-    Tensor grad_q, grad_k, grad_v, grad_bias;
-    if (dropout_p > 0.0) {
+  // Both kernels read the output gradient along the head dim with unit
+  // stride (autograd may hand in an expanded one).
+  const Tensor go = grad_out.stride(-1) == 1 ? grad_out : grad_out.contiguous();
+  if (dropout_p > 0.0) {
+    return kernel::run_on(device, [&] {
       // Emu's kernel writes every gradient element and, for the mask, the
       // gradient of the scores.
-      grad_q = at::empty_like(query), grad_k = at::empty_like(key), grad_v = at::empty_like(value);
+      Tensor grad_q = at::empty_like(query), grad_k = at::empty_like(key), grad_v = at::empty_like(value), grad_bias;
       const bool mask_grad = grad_input_mask[3] && bias.has_value();
       const Tensor grad_scores = mask_grad ? at::zeros({query.size(0), query.size(1), query.size(2), key.size(2)},
                                                        logsumexp.options())
@@ -262,19 +278,16 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> fused_attention_backward(
         grad_bias = grad_scores.sum_to_size(attn_bias.sizes()).to(attn_bias.scalar_type());
       }
       return std::make_tuple(grad_q, grad_k, grad_v, grad_bias);
-    }
-    // CPU's kernel accumulates into zeroed gradients, laid out like the
-    // inputs as the meta function has them.
-    grad_q = at::zeros_like(query), grad_k = at::zeros_like(key), grad_v = at::zeros_like(value);
-    at::native::flash_attention_backward_kernel(
-        c10::DeviceType::CPU, grad_q.transpose(1, 2), grad_k.transpose(1, 2), grad_v.transpose(1, 2),
-        go.transpose(1, 2), query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), out.transpose(1, 2),
-        logsumexp.transpose(1, 2), dropout_p, is_causal, kernel_mask(bias), scale);
-    if (grad_input_mask[3] && bias.has_value()) {
-      grad_bias = bias_grad(go, query, key, value, attn_bias, out, logsumexp, is_causal, scale);
-    }
-    return std::make_tuple(grad_q, grad_k, grad_v, grad_bias);
-  });
+    });
+  }
+  // Laid out like the inputs, as the meta function has them.
+  Tensor grad_q = at::zeros_like(query), grad_k = at::zeros_like(key), grad_v = at::zeros_like(value), grad_bias;
+  kernel::OnDevice<&flash_backward>::call(grad_q, grad_k, grad_v, go, query, key, value, out, logsumexp,
+                                          kernel_mask(bias), is_causal, scale);
+  if (grad_input_mask[3] && bias.has_value()) {
+    grad_bias = bias_grad(go, query, key, value, attn_bias, out, logsumexp, is_causal, scale);
+  }
+  return {grad_q, grad_k, grad_v, grad_bias};
 }
 // LITERALINCLUDE END: OP_BACKWARD
 

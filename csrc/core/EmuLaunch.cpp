@@ -1,10 +1,12 @@
 #include "core/EmuLaunch.h"
 
+#include <ATen/Parallel.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/SmallVector.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <exception>
@@ -83,6 +85,26 @@ const bool cpu_allocator_installed = [] {
 }();
 // LITERALINCLUDE END: KERNEL_CPU_ALLOCATOR
 
+// LITERALINCLUDE START: WORKER_TEAM
+// From torch's OpenMP runtime, which is loaded with libtorch_cpu (weak: a
+// build of torch without OpenMP has neither).
+extern "C" void omp_set_num_threads(int) __attribute__((weak));
+
+// A stream worker runs kernels while the host thread runs Python: its OpenMP
+// team gets the cores the host leaves free, at least one (on two cores, one
+// thread and no team, whose spinning would slow the host down). Per thread,
+// once: OpenMP's thread count is a per-thread setting.
+void size_worker_team() {
+  thread_local const bool sized = [] {
+    if (omp_set_num_threads != nullptr) {
+      omp_set_num_threads(std::max(1, at::get_num_threads() - 1));
+    }
+    return true;
+  }();
+  (void)sized;
+}
+// LITERALINCLUDE END: WORKER_TEAM
+
 // LITERALINCLUDE START: LAUNCHER_STATE
 // How the launching thread dispatches (its dispatch key set: below autograd,
 // inference mode...; its grad mode). A kernel that runs on the stream's worker
@@ -96,6 +118,9 @@ struct LauncherState {
 
 std::exception_ptr run_as_kernel_of(const c10::Stream& stream, const LauncherState& launcher,
                                     c10::function_ref<void()> body) {
+  if (launcher.thread != std::this_thread::get_id()) {
+    size_worker_team();
+  }
   const c10::impl::ForceDispatchKeyGuard keys(launcher.keys);
   const c10::AutoGradMode grad_mode(launcher.grad_mode);
   return run_as_kernel(stream, launcher.thread, body);

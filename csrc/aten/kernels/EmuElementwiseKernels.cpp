@@ -11,8 +11,8 @@
 #include <ATen/ops/eq_native.h>
 #include <ATen/ops/exp_native.h>
 #include <ATen/ops/ge_native.h>
-#include <ATen/ops/gelu_backward_cpu_dispatch.h>
-#include <ATen/ops/gelu_cpu_dispatch.h>
+#include <ATen/ops/gelu_backward_native.h>
+#include <ATen/ops/gelu_native.h>
 #include <ATen/ops/gt_native.h>
 #include <ATen/ops/le_native.h>
 #include <ATen/ops/lerp_native.h>
@@ -46,11 +46,18 @@
 #include "aten/kernels/EmuKernel.h"
 
 namespace torch_emu {
+
+// gelu's CPU kernel takes oneDNN's erf for CPU float/bfloat16 tensors and
+// ATen's own (rounding differently) for others: on host aliases it is CPU's.
+template <>
+inline constexpr bool kernel::cpu_path_on_cpu_tensors_only<at::native::structured_gelu_out_cpu> = true;
+template <>
+inline constexpr bool kernel::cpu_path_on_cpu_tensors_only<at::native::structured_gelu_backward_out_cpu> = true;
+
 namespace {
 
 using namespace at::native;
 using kernel::OnDevice;
-using kernel::OnHost;
 using kernel::Structured;
 
 // The .Scalar overloads of comparisons and mul: the Python number becomes a
@@ -72,9 +79,10 @@ at::Tensor& zero_(at::Tensor& self) {
   if (!self.is_non_overlapping_and_dense()) {
     return at::native::zero_(self);
   }
-  kernel::run_on(
+  kernel::queue_on(
       kernel::common_device(self), [&] { std::memset(self.data_ptr(), 0, self.nbytes()); },
-      [&]() -> std::function<void()> { return [self = kernel::keep(self)] { std::memset(self.data_ptr(), 0, self.nbytes()); }; });
+      [&]() -> std::function<void()> { return [self = kernel::keep(self)] { std::memset(self.data_ptr(), 0, self.nbytes()); }; },
+      "zero_");
   return self;
 }
 
@@ -129,14 +137,12 @@ void register_elementwise_kernels(torch::Library& m) {
   EMU_STRUCTURED(m, "sigmoid", "", structured_sigmoid_out);
   EMU_STRUCTURED(m, "tanh", "", structured_tanh_out);
   EMU_STRUCTURED(m, "silu", "", structured_silu_out);
-  // gelu's CPU kernel takes oneDNN's erf for CPU float/bfloat16 tensors and
-  // ATen's own (rounding differently) for others: on host aliases it is CPU's.
-  m.impl("gelu", TORCH_FN(OnHost<&at::cpu::gelu>::call));
-  m.impl("gelu_", TORCH_FN(OnHost<&at::cpu::gelu_>::call));
+  m.impl("gelu", TORCH_FN(Structured<structured_gelu_out_cpu>::functional));
+  m.impl("gelu_", TORCH_FN(Structured<structured_gelu_out_cpu>::inplace));
   m.impl("sigmoid_backward", TORCH_FN(Structured<structured_sigmoid_backward_out>::functional));
   m.impl("tanh_backward", TORCH_FN(Structured<structured_tanh_backward_out>::functional));
   m.impl("silu_backward", TORCH_FN(Structured<structured_silu_backward_out>::functional));
-  m.impl("gelu_backward", TORCH_FN(OnHost<&at::cpu::gelu_backward>::call));
+  m.impl("gelu_backward", TORCH_FN(Structured<structured_gelu_backward_out_cpu>::functional));
   m.impl("threshold_backward", TORCH_FN(Structured<structured_threshold_backward_out>::functional));
   // Device-generic functions that only call other (native) ops.
   m.impl("relu", TORCH_FN(relu));

@@ -1,6 +1,7 @@
 // Native emu kernels: index_select (embedding's forward), gather, scatter,
 // scatter_add, masked_fill_ and cat.
 #include <ATen/ops/cat_native.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/gather_native.h>
 #include <ATen/ops/index_select_native.h>
 #include <ATen/ops/masked_fill_native.h>
@@ -21,7 +22,7 @@ using kernel::Structured;
 // arguments (a "precomputed" structured op), so it gets its own wrapper.
 at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
   const c10::DeviceIndex device = kernel::common_device(tensors);
-  kernel::NewOutputs<structured_cat_out_cpu, 1> op(/*on_host=*/false);
+  kernel::NewOutputs<structured_cat_out_cpu, 1> op;
   const auto facts = op.meta(tensors, dim);
   auto run = [&op, &facts](const at::ITensorListRef& inputs, const at::Tensor& out) {
     op.impl(inputs, facts.dim, facts.valid, facts.all_contiguous, facts.all_same_dtype,
@@ -33,7 +34,7 @@ at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
         // impl() only reads op's outputs through `out`: a replay can reuse the
         // facts and op of this call by value.
         return [op_facts = facts, inputs = kernel::keep(tensors), out = kernel::keep(*op.outputs[0])] {
-          kernel::NewOutputs<structured_cat_out_cpu, 1> replay_op(/*on_host=*/false);
+          kernel::NewOutputs<structured_cat_out_cpu, 1> replay_op;
           replay_op.impl(inputs, op_facts.dim, op_facts.valid, op_facts.all_contiguous, op_facts.all_same_dtype,
                          op_facts.all_same_sizes_and_stride, op_facts.memory_format, out);
         };
@@ -42,12 +43,39 @@ at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
   return std::move(op.outputs[0]).take();
 }
 
+// LITERALINCLUDE START: INDEX_SELECT
+// index_select (embedding's forward) with its kernel queued: the host makes
+// the checks of CPU's index_select_out_cpu_ that need no data and allocates
+// the result; the kernel reads the indices, so an index out of range is an
+// error of the kernel (reported at the next sync when queued, as on CUDA).
+void index_select_kernel(const at::Tensor& self, int64_t dim, const at::Tensor& index, at::Tensor& result) {
+  index_select_out_cpu_(self, dim, index, result);
+}
+
+at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
+  kernel::common_device(self, index);
+  dim = c10::maybe_wrap_dim(dim, self.dim());
+  TORCH_CHECK_INDEX(index.dim() <= 1, "index_select(): Index is supposed to be a vector");
+  TORCH_CHECK(self.dim() > 0 || index.numel() == 1, "index_select(): Index to scalar can have only 1 value, got ",
+              index.numel(), " value(s)");
+  TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt,
+              "index_select(): Expected dtype int32 or int64 for index");
+  std::vector<int64_t> sizes = self.sizes().vec();
+  if (self.dim() > 0) {
+    sizes[dim] = index.numel();
+  }
+  at::Tensor result = at::empty(sizes, self.options());
+  OnDevice<&index_select_kernel>::call(self, dim, index, result);
+  return result;
+}
+// LITERALINCLUDE END: INDEX_SELECT
+
 using MaskedFillScalar = at::Tensor& (*)(at::Tensor&, const at::Tensor&, const at::Scalar&);
 
 } // namespace
 
 void register_indexing_kernels(torch::Library& m) {
-  m.impl("index_select", TORCH_FN(OnDevice<&index_select_cpu_>::call));
+  m.impl("index_select", TORCH_FN(index_select));
   m.impl("gather", TORCH_FN(Structured<structured_gather_out>::functional));
   m.impl("scatter.src", TORCH_FN(Structured<structured_scatter_src_out>::functional));
   m.impl("scatter_.src", TORCH_FN(Structured<structured_scatter_src_out>::inplace));

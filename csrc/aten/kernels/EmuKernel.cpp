@@ -12,10 +12,6 @@ at::Tensor new_output(c10::IntArrayRef sizes, c10::IntArrayRef strides, const at
                          : empty_strided(sizes, strides, dtype, std::nullopt, options.device_opt(), std::nullopt);
 }
 
-at::Tensor new_host_output(c10::IntArrayRef sizes, c10::IntArrayRef strides, const at::TensorOptions& options) {
-  return strides.empty() ? at::detail::empty_cpu(sizes, options) : at::detail::empty_strided_cpu(sizes, strides, options);
-}
-
 void check_inplace(const at::Tensor& self, c10::IntArrayRef sizes, const at::TensorOptions& options) {
   TORCH_CHECK(options.dtype() == self.dtype(), "Bad in-place call: input tensor dtype ", self.dtype(),
               " and output tensor dtype ", options.dtype(), " should match");

@@ -255,22 +255,18 @@ struct SchemaArg<at::OptionalScalarRef> {
 
 // A new output of a structured op; empty strides mean contiguous.
 at::Tensor new_output(c10::IntArrayRef sizes, c10::IntArrayRef strides, const at::TensorOptions& options);
-at::Tensor new_host_output(c10::IntArrayRef sizes, c10::IntArrayRef strides, const at::TensorOptions& options);
 
-// The outputs of a structured op's functional form, allocated with the
-// geometry meta() asks for: on emu, or (on_host: when the kernel runs on host
-// aliases inside a launch) with the CPU allocator, which hands out emu memory
-// there (EmuLaunch.cpp).
+// The outputs of a structured op's functional form, allocated on emu with
+// the geometry meta() asks for.
 template <typename Impl, size_t N>
 struct NewOutputs final : Impl {
-  explicit NewOutputs(bool on_host) : on_host(on_host) {}
   void set_output_strided(int64_t i, c10::IntArrayRef sizes, c10::IntArrayRef strides,
                           at::TensorOptions options) override {
     set_output_raw_strided(i, sizes, strides, options);
   }
   void set_output_raw_strided(int64_t i, c10::IntArrayRef sizes, c10::IntArrayRef strides,
                               at::TensorOptions options) override {
-    outputs[i] = on_host ? new_host_output(sizes, strides, options) : new_output(sizes, strides, options);
+    outputs[i] = new_output(sizes, strides, options);
     if constexpr (std::is_base_of_v<at::TensorIteratorBase, Impl>) {
       Impl::set_output_raw_strided(i, sizes, strides, options); // after: it reads maybe_get_output
     }
@@ -278,7 +274,6 @@ struct NewOutputs final : Impl {
   const at::Tensor& maybe_get_output(int64_t i) override {
     return *outputs[i];
   }
-  const bool on_host;
   std::array<c10::ExclusivelyOwned<at::Tensor>, N> outputs;
 };
 
@@ -355,10 +350,16 @@ bool runs_as_is(const Impl& op) {
 // dtypes: they take oneDNN's path, as on CPU, and leave the setting alone.
 template <typename Impl>
 inline constexpr bool onednn_in_low_precision = false;
+// Ops whose impl() takes CPU's path only for CPU tensors (gelu's oneDNN erf,
+// mean's sum-then-divide): always on host aliases, to round as CPU does.
+template <typename Impl>
+inline constexpr bool cpu_path_on_cpu_tensors_only = false;
 
 template <typename Impl, typename S>
 bool needs_host_tensors(const S& self) {
-  if constexpr (onednn_in_low_precision<Impl>) {
+  if constexpr (cpu_path_on_cpu_tensors_only<Impl>) {
+    return true;
+  } else if constexpr (onednn_in_low_precision<Impl>) {
     return self.scalar_type() == at::kBFloat16 || self.scalar_type() == at::kHalf;
   }
   return false;
@@ -507,27 +508,26 @@ struct Structured<Impl, N, void (Base::*)(Self, Rest...)> {
     return true;
   }
 
+  // meta() allocates the outputs on emu: the kernel only fills them, so it is
+  // queued. It runs on the emu tensors as they are or, when CPU's kernel
+  // would take another path for them, on host aliases of them all.
   template <typename S, typename... R>
   static auto functional_on(c10::DeviceIndex device, const S& self, const R&... rest) {
-    {
-      NewOutputs<Impl, N> op(/*on_host=*/false);
-      op.meta(SchemaArg<Self>::to_meta(self), SchemaArg<Rest>::to_meta(rest)...);
-      if (runs_as_is(op) && !needs_host_tensors<Impl>(self)) {
-        // meta() allocated the outputs: the kernel only fills them, so it is queued.
-        queue_on(
-            device, [&] { impl_into(op, self, rest...); },
-            [&] { return replay_functional(outputs_of(op, std::make_index_sequence<N>()), self, rest...); },
-            kernel_name<Impl>());
-        return take_outputs(op, std::make_index_sequence<N>());
-      }
+    NewOutputs<Impl, N> op;
+    op.meta(SchemaArg<Self>::to_meta(self), SchemaArg<Rest>::to_meta(rest)...);
+    if (runs_as_is(op) && !needs_host_tensors<Impl>(self)) {
+      queue_on(
+          device, [&] { impl_into(op, self, rest...); },
+          [&] { return replay_functional(outputs_of(op, std::make_index_sequence<N>()), self, rest...); },
+          kernel_name<Impl>());
+    } else {
+      const std::array<at::Tensor, N> outputs = outputs_of(op, std::make_index_sequence<N>());
+      queue_on(
+          device, [&] { known_on_host(outputs, self, rest...); },
+          [&] { return replay_on_host(outputs_of(op, std::make_index_sequence<N>()), self, rest...); },
+          kernel_name<Impl>());
     }
-    return run_on(
-        device,
-        [&] {
-          HostAliases aliases;
-          return on_host(aliases, device, host_arg(aliases, self), host_arg(aliases, rest)...);
-        },
-        [&] { return replay_on_host(device, self, rest...); }, kernel_name<Impl>());
+    return take_outputs(op, std::make_index_sequence<N>());
   }
 
   // Replays (graphs): the same kernels on kept arguments, into the outputs
@@ -553,15 +553,22 @@ struct Structured<Impl, N, void (Base::*)(Self, Rest...)> {
     op.impl(SchemaArg<Self>::to_meta(self), SchemaArg<Rest>::to_meta(rest)..., op.outputs[I]...);
   }
 
+  // The kernel on host aliases of the outputs and of every emu argument.
   template <typename S, typename... R>
-  static std::function<void()> replay_on_host(c10::DeviceIndex device, const S& self, const R&... rest) {
-    return [device, kept = std::make_tuple(keep(self), keep(rest)...)]() mutable {
-      std::apply(
-          [&](auto&... a) {
-            HostAliases aliases;
-            (void)on_host(aliases, device, host_arg(aliases, borrow(a))...);
-          },
-          kept);
+  static void known_on_host(const std::array<at::Tensor, N>& outputs, const S& self, const R&... rest) {
+    HostAliases aliases;
+    std::array<at::Tensor, N> host_outputs;
+    for (size_t i = 0; i < N; ++i) {
+      host_outputs[i] = aliases.alias(outputs[i]);
+    }
+    call_known(host_outputs, std::make_index_sequence<N>(), host_arg(aliases, self), host_arg(aliases, rest)...);
+  }
+
+  template <typename S, typename... R>
+  static std::function<void()> replay_on_host(const std::array<at::Tensor, N>& outputs, const S& self,
+                                              const R&... rest) {
+    return [outputs, kept = std::make_tuple(keep(self), keep(rest)...)]() mutable {
+      std::apply([&](auto&... a) { known_on_host(outputs, borrow(a)...); }, kept);
     };
   }
 
@@ -579,24 +586,6 @@ struct Structured<Impl, N, void (Base::*)(Self, Rest...)> {
           },
           kept);
     };
-  }
-
-  template <typename S, typename... R>
-  static auto on_host(HostAliases& aliases, c10::DeviceIndex device, const S& self, const R&... rest) {
-    NewOutputs<Impl, N> op(/*on_host=*/true);
-    op.meta(SchemaArg<Self>::to_meta(self), SchemaArg<Rest>::to_meta(rest)...);
-    auto result = call_impl(op, self, rest...);
-    if constexpr (N == 1) {
-      return aliases.to_emu(result, device);
-    } else {
-      return std::apply([&](auto&... t) { return std::make_tuple(aliases.to_emu(t, device)...); }, result);
-    }
-  }
-
-  template <typename S, typename... R>
-  static auto call_impl(NewOutputs<Impl, N>& op, const S& self, const R&... rest) {
-    impl_into(op, self, rest...);
-    return take_outputs(op, std::make_index_sequence<N>());
   }
 
   template <typename S, typename... R>

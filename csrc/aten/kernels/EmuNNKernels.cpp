@@ -1,6 +1,8 @@
 // Native emu kernels: softmax and losses, layer and batch norm, embedding
 // backward, max pooling, dropout and CPU's fused attention (forward and
 // backward). Each was a top entry of an emu training-step profile.
+#include <ATen/native/cpu/mixed_data_type.h>
+#include <ATen/native/layer_norm.h>
 #include <ATen/native/transformers/attention.h>
 #include <ATen/ops/_log_softmax_backward_data_native.h>
 #include <ATen/ops/_log_softmax_native.h>
@@ -9,6 +11,9 @@
 #include <ATen/ops/_softmax_backward_data_native.h>
 #include <ATen/ops/_softmax_native.h>
 #include <ATen/ops/embedding_dense_backward_native.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/zeros_like.h>
 #include <ATen/ops/max_pool2d_with_indices_backward_native.h>
 #include <ATen/ops/max_pool2d_with_indices_native.h>
 #include <ATen/ops/native_batch_norm_backward_native.h>
@@ -30,6 +35,73 @@ using kernel::OnDevice;
 using kernel::OnHost;
 using kernel::Structured;
 
+// LITERALINCLUDE START: LAYER_NORM
+// native_layer_norm as CPU computes it (LayerNormKernel), split so that the
+// kernel is queued: the host checks the inputs and allocates the outputs as
+// layer_norm_cpu does, the queued kernel only fills them.
+void layer_norm_kernel(const at::Tensor& x, const at::Tensor& gamma, const at::Tensor& beta, int64_t m, int64_t n,
+                       double eps, at::Tensor& y, at::Tensor& mean, at::Tensor& rstd) {
+  LayerNormKernel(at::kCPU, x, gamma, beta, m, n, eps, &y, &mean, &rstd);
+}
+
+// The statistics' shape: the input's outer dims, then 1 per normalized dim.
+c10::DimVector stat_shape(const at::Tensor& input, size_t normalized_dims) {
+  c10::DimVector shape(input.sizes().begin(), input.sizes().end());
+  std::fill(shape.end() - static_cast<int64_t>(normalized_dims), shape.end(), 1);
+  return shape;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(const at::Tensor& input, at::IntArrayRef normalized_shape,
+                                                                 const std::optional<at::Tensor>& weight_opt,
+                                                                 const std::optional<at::Tensor>& bias_opt, double eps) {
+  kernel::common_device(input, weight_opt, bias_opt);
+  const at::Tensor weight = weight_opt.value_or(at::Tensor()), bias = bias_opt.value_or(at::Tensor());
+  const bool mixed = is_mixed_type(input, weight, bias);
+  if (mixed) {
+    check_mixed_data_type(input, weight, bias);
+  }
+  const auto [m, n] = _check_layer_norm_inputs(input, normalized_shape, weight, bias);
+  const at::Tensor x = input.contiguous();
+  at::Tensor y = at::empty_like(x, at::MemoryFormat::Contiguous);
+  const at::TensorOptions stats = x.options().dtype(param_scalar_type(input, mixed));
+  at::Tensor mean = at::empty({m}, stats), rstd = at::empty({m}, stats);
+  OnDevice<&layer_norm_kernel>::call(x, weight.defined() ? weight.contiguous() : weight,
+                                     bias.defined() ? bias.contiguous() : bias, m, n, eps, y, mean, rstd);
+  const c10::DimVector shape = stat_shape(input, normalized_shape.size());
+  return {std::move(y), mean.view(shape), rstd.view(shape)};
+}
+
+void layer_norm_backward_kernel(const at::Tensor& grad_out, const at::Tensor& x, const at::Tensor& mean,
+                                const at::Tensor& rstd, const at::Tensor& gamma, int64_t m, int64_t n,
+                                at::Tensor& grad_x, at::Tensor& grad_gamma, at::Tensor& grad_beta) {
+  if (m > 0) {
+    LayerNormBackwardKernel(at::kCPU, grad_out, x, mean, rstd, gamma, m, n, &grad_x, &grad_gamma, &grad_beta);
+  }
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
+    const at::Tensor& grad_out, const at::Tensor& input, at::IntArrayRef normalized_shape, const at::Tensor& mean,
+    const at::Tensor& rstd, const std::optional<at::Tensor>& weight_opt, const std::optional<at::Tensor>& bias_opt,
+    std::array<bool, 3> grad_input_mask) {
+  kernel::common_device(grad_out, input, mean, rstd, weight_opt, bias_opt);
+  const at::Tensor weight = weight_opt.value_or(at::Tensor()), bias = bias_opt.value_or(at::Tensor());
+  const auto [m, n] = _check_layer_norm_inputs(input, normalized_shape, weight, bias);
+  const at::Tensor x = input.contiguous();
+  const at::Tensor gamma = weight.defined() ? weight.contiguous() : weight;
+  // With no rows the parameter gradients are zeros, and the kernel does not run.
+  auto param_grad = [m](bool wanted, const at::Tensor& like) {
+    return !wanted ? at::Tensor()
+           : m > 0 ? at::empty_like(like, at::MemoryFormat::Contiguous)
+                   : at::zeros_like(like, at::MemoryFormat::Contiguous);
+  };
+  at::Tensor grad_x = grad_input_mask[0] ? at::empty_like(x, at::MemoryFormat::Contiguous) : at::Tensor();
+  at::Tensor grad_gamma = param_grad(grad_input_mask[1], gamma);
+  at::Tensor grad_beta = param_grad(grad_input_mask[2], bias.defined() ? bias.contiguous() : bias);
+  OnDevice<&layer_norm_backward_kernel>::call(grad_out, x, mean, rstd, gamma, m, n, grad_x, grad_gamma, grad_beta);
+  return {std::move(grad_x), std::move(grad_gamma), std::move(grad_beta)};
+}
+// LITERALINCLUDE END: LAYER_NORM
+
 } // namespace
 
 void register_nn_kernels(torch::Library& m) {
@@ -44,8 +116,8 @@ void register_nn_kernels(torch::Library& m) {
          TORCH_FN(Structured<structured_max_pool2d_with_indices_backward_out_cpu>::functional));
   // Without a kernel, native_layer_norm would take its composite path (built
   // on batch norm): slower, and rounding differently from CPU.
-  m.impl("native_layer_norm", TORCH_FN(OnDevice<&layer_norm_cpu>::call));
-  m.impl("native_layer_norm_backward", TORCH_FN(OnDevice<&layer_norm_backward_cpu>::call));
+  m.impl("native_layer_norm", TORCH_FN(native_layer_norm));
+  m.impl("native_layer_norm_backward", TORCH_FN(native_layer_norm_backward));
   // CPU's batch norm checks that its tensors are CPU tensors.
   m.impl("native_batch_norm", TORCH_FN(OnHost<&batch_norm_cpu>::call));
   m.impl("native_batch_norm_backward", TORCH_FN(OnHost<&batch_norm_backward_cpu>::call));

@@ -26,6 +26,7 @@
 #include <cmath>
 #include <iterator>
 
+#include "aten/kernels/EmuKernel.h"
 #include "core/EmuLaunch.h"
 #include "core/EmuStream.h"
 
@@ -70,13 +71,13 @@ void fill_on_device(at::TensorIterator& iter, const c10::Scalar& value) {
   }
 }
 
-// In a graph, a replay rebuilds the iterator at::native::fill_ built, over
-// the same output.
+// The kernel is queued (the output exists); its closure, which also replays
+// it in a graph, rebuilds the iterator at::native::fill_ built over the output.
 void emu_fill_kernel(at::TensorIterator& iter, const c10::Scalar& value) {
-  launch_kernel(
+  queue_kernel(
       stream_of(iter), [&] { fill_on_device(iter, value); },
       [&]() -> std::function<void()> {
-        return [out = iter.tensor(0).variable_data(), value] {
+        return [out = kernel::keep(iter.tensor(0)), value] {
           auto replay = at::TensorIteratorConfig()
                             .set_check_mem_overlap(false)
                             .check_all_same_dtype(false)
@@ -85,7 +86,8 @@ void emu_fill_kernel(at::TensorIterator& iter, const c10::Scalar& value) {
                             .build();
           fill_on_device(replay, value);
         };
-      });
+      },
+      "fill_");
 }
 
 // abs_stub: operand 0 is the output, operand 1 the input.
@@ -110,14 +112,15 @@ void abs_on_device(at::TensorIteratorBase& iter) {
 }
 
 void emu_abs_kernel(at::TensorIteratorBase& iter) {
-  launch_kernel(
+  queue_kernel(
       stream_of(iter), [&] { abs_on_device(iter); },
       [&]() -> std::function<void()> {
-        return [out = iter.tensor(0).variable_data(), in = iter.tensor(1).variable_data()]() mutable {
+        return [out = kernel::keep(iter.tensor(0)), in = kernel::keep(iter.tensor(1))]() mutable {
           auto replay = at::TensorIterator::unary_op(out, in);
           abs_on_device(replay);
         };
-      });
+      },
+      "abs");
 }
 // LITERALINCLUDE END: STUB_KERNELS
 
