@@ -22,7 +22,7 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not 
 def _compile(output, *sources, flags=("-O1",)):
     cmd = ["g++", "-std=c++17", *flags, "-pthread", "-I", str(ROOT / "csrc"), *sources, "-o", str(output)]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, f"{' '.join(cmd)}\n{result.stderr}"
+    assert result.returncode == 0, f"{' '.join(map(str, cmd))}\n{result.stderr}"
     return output
 
 

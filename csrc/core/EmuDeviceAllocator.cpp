@@ -170,6 +170,8 @@ struct DeviceCache {
   // (CacheLock): emuFree waits for the device's queued kernels, which may
   // need this mutex to allocate their scratch space.
   std::vector<void*> segments_to_free;
+  // The runtime's message when emuMalloc last refused, for raise_oom.
+  std::string runtime_refusal;
 };
 
 namespace {
@@ -423,12 +425,15 @@ void release_cached_segments(DeviceCache& dc) {
     cap = c10::str(" This process may reserve at most ", format_size(dc.reserve_limit),
                    " of it (set_per_process_memory_fraction(", dc.fraction, ")).");
   }
+  // What the runtime said when it refused (an injected fault says so).
+  const std::string refusal = std::exchange(dc.runtime_refusal, {});
   TORCH_CHECK_WITH(OutOfMemoryError, false,
       "emu out of memory. Tried to allocate ", format_size(size), ". emu:",
       static_cast<int>(dc.index), " has a total capacity of ", format_size(total_bytes),
       " of which ", format_size(free_bytes), " is free.", cap, " Of the allocated memory ",
       format_size(allocated), " is allocated by PyTorch, and ",
-      format_size(reserved - allocated), " is reserved by PyTorch but unallocated.");
+      format_size(reserved - allocated), " is reserved by PyTorch but unallocated.",
+      refusal.empty() ? "" : " The runtime said: ", refusal);
 }
 
 // Gets `bytes` of new memory for a segment, from the pool's pluggable
@@ -450,6 +455,7 @@ void* try_device_malloc(DeviceCache& dc, size_t bytes, const c10::Stream& stream
   }
   const emuError_t err = emuMalloc(&ptr, bytes);
   if (err == emuErrorMemoryAllocation) {
+    dc.runtime_refusal = emuGetLastErrorMessage();
     return nullptr;
   }
   EMU_CHECK(err);
@@ -461,6 +467,7 @@ void* try_device_malloc(DeviceCache& dc, size_t bytes, const c10::Stream& stream
 Block* new_segment(DeviceCache& dc, const c10::Stream& stream, size_t size, bool small,
                    PrivatePool* pool, const std::shared_ptr<c10::GatheredContext>& context) {
   const size_t bytes = pool != nullptr && pool->no_split ? size : segment_size(size);
+  dc.runtime_refusal.clear();
   void* ptr = try_device_malloc(dc, bytes, stream, pool);
   if (ptr == nullptr) {
     release_cached_segments(dc);

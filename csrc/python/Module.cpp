@@ -55,6 +55,7 @@ void init_device_api_bindings(pybind11::module& m); // DeviceApiBindings.cpp
 void init_ipc_bindings(pybind11::module& m); // IpcBindings.cpp
 void init_graph_bindings(pybind11::module& m); // GraphBindings.cpp
 void init_memory_bindings(pybind11::module& m); // MemoryBindings.cpp
+void init_fault_bindings(pybind11::module& m); // FaultBindings.cpp
 
 // LITERALINCLUDE START: PYTHON_BINDINGS
 PYBIND11_MODULE(_C, m) {
@@ -125,6 +126,7 @@ PYBIND11_MODULE(_C, m) {
   init_ipc_bindings(m);
   init_graph_bindings(m);
   init_memory_bindings(m);
+  init_fault_bindings(m);
 }
 // LITERALINCLUDE END: PYTHON_BINDINGS
 

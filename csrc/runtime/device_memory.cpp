@@ -418,6 +418,9 @@ emuError_t emuMalloc(void** ptr, size_t size) {
   std::lock_guard<std::mutex> lock(arena.mu);
   if (emuError_t err = emu::map_arena_locked(device, arena)) return err;
 
+  if (emu::faults_armed()) {
+    if (emuError_t err = emu::fault_on_malloc(device, size, arena.allocated)) return err;
+  }
   const size_t capacity = emu::g_config.capacity;
   const size_t free_bytes = capacity - arena.allocated;
   size_t offset = 0;
@@ -439,7 +442,7 @@ emuError_t emuMalloc(void** ptr, size_t size) {
 }
 
 emuError_t emuFree(void* ptr) {
-  EMU_API_ENTER();
+  EMU_API_ENTER_RELEASE();
   if (ptr == nullptr) return emuSuccess;
   const int device = emu::device_of_pointer(ptr);
   if (device < 0) {
@@ -510,7 +513,7 @@ emuError_t emuMallocHost(void** ptr, size_t size) {
 }
 
 emuError_t emuFreeHost(void* ptr) {
-  EMU_API_ENTER();
+  EMU_API_ENTER_RELEASE();
   if (ptr == nullptr) return emuSuccess;
   emu::PinnedRegistry& registry = emu::pinned();
   size_t size = 0;

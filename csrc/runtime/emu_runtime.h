@@ -47,6 +47,8 @@ typedef enum emuError_t {
   emuErrorLaunchFailure = 8,         // a launched function reported failure
   emuErrorStreamCaptureUnsupported = 9,  // not allowed while a stream captures (emu_runtime_graph.h)
   emuErrorStreamCaptureInvalidated = 10, // the capture was invalidated by such a call
+  emuErrorDeviceLost = 11,           // the device is gone: every later call fails (emu_runtime_faults.h)
+  emuErrorEccUncorrectable = 12,     // a copy hit an uncorrectable memory error (emu_runtime_faults.h)
 } emuError_t;
 
 const char* emuGetErrorName(emuError_t error);

@@ -249,7 +249,7 @@ emuError_t emuGraphDescribeNode(emuGraph_t graph, size_t index, char* text, size
 }
 
 emuError_t emuGraphDestroy(emuGraph_t graph) {
-  EMU_API_ENTER();
+  EMU_API_ENTER_RELEASE();
   delete graph;
   return emuSuccess;
 }

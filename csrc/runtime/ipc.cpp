@@ -178,7 +178,7 @@ emuError_t emuIpcOpenMemHandle(void** devptr, emuIpcMemHandle_t handle, unsigned
 // LITERALINCLUDE END: IPC_OPEN_HANDLE
 
 emuError_t emuIpcCloseMemHandle(void* devptr) {
-  EMU_API_ENTER();
+  EMU_API_ENTER_RELEASE();
   std::lock_guard<std::mutex> lock(emu::g_opened_mu);
   auto& all = emu::opened();
   for (auto it = all.begin(); it != all.end(); ++it) {

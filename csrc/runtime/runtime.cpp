@@ -23,6 +23,7 @@ namespace emu {
 Config g_config = {2, size_t{8} << 30, false};
 std::atomic<int> g_init_state{kUninitialised};
 std::atomic<bool> g_forked_child{false};
+std::atomic<bool> g_device_lost{false};
 std::atomic<bool> g_device_state_created{false};
 
 namespace {
@@ -150,7 +151,12 @@ void note_device_state_created() {
   g_device_state_created.store(true, std::memory_order_relaxed);
 }
 
-emuError_t init_slow(const char* call) {
+emuError_t init_slow(const char* call, bool releases) {
+  if (g_device_lost.load(std::memory_order_acquire)) {
+    if (releases) return emuSuccess;
+    return set_error(emuErrorDeviceLost, "%s: the emu device was lost (%s); every call fails from then on, "
+                     "as after a real device falls off the bus", call, device_lost_reason());
+  }
   if (g_forked_child.load(std::memory_order_relaxed)) {
     return set_error(emuErrorInitializationError,
                      "%s: emu runtime was initialised in the parent process before fork(); the "
@@ -223,6 +229,8 @@ const char* emuGetErrorName(emuError_t error) {
     case emuErrorLaunchFailure: return "emuErrorLaunchFailure";
     case emuErrorStreamCaptureUnsupported: return "emuErrorStreamCaptureUnsupported";
     case emuErrorStreamCaptureInvalidated: return "emuErrorStreamCaptureInvalidated";
+    case emuErrorDeviceLost: return "emuErrorDeviceLost";
+    case emuErrorEccUncorrectable: return "emuErrorEccUncorrectable";
   }
   return "emuErrorUnknown";
 }
@@ -240,6 +248,8 @@ const char* emuGetErrorString(emuError_t error) {
     case emuErrorLaunchFailure: return "unspecified launch failure";
     case emuErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
     case emuErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+    case emuErrorDeviceLost: return "device lost";
+    case emuErrorEccUncorrectable: return "uncorrectable ECC error encountered";
   }
   return "unrecognized error code";
 }

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -33,8 +34,12 @@ extern Config g_config;
 enum InitState : int { kUninitialised = 0, kReady = 1, kFailed = 2 };
 extern std::atomic<int> g_init_state;
 extern std::atomic<bool> g_forked_child;
+// Set by an injected emuFaultDeviceLost (faults.cpp); never cleared.
+extern std::atomic<bool> g_device_lost;
 
-emuError_t init_slow(const char* call);
+// `releases`: the call only releases resources (emuFree...), which still
+// succeeds once the device is lost, so that programs can tear down.
+emuError_t init_slow(const char* call, bool releases = false);
 
 // Called when the process first creates device state (device memory, pinned
 // memory, streams). Only such a process poisons its forked children: reading
@@ -43,18 +48,25 @@ void note_device_state_created();
 
 // Every API entry point starts here. The common case (initialised, not a
 // forked child) is two relaxed-ish loads; everything else is out of line.
-inline emuError_t ensure_init(const char* call) {
+inline emuError_t ensure_init(const char* call, bool releases = false) {
   if (__builtin_expect(g_init_state.load(std::memory_order_acquire) == kReady &&
-                           !g_forked_child.load(std::memory_order_relaxed),
+                           !g_forked_child.load(std::memory_order_relaxed) &&
+                           !g_device_lost.load(std::memory_order_relaxed),
                        1)) {
     return emuSuccess;
   }
-  return init_slow(call);
+  return init_slow(call, releases);
 }
 
 #define EMU_API_ENTER()                                   \
   do {                                                    \
     const emuError_t emu_init_err_ = ::emu::ensure_init(__func__); \
+    if (emu_init_err_ != emuSuccess) return emu_init_err_; \
+  } while (0)
+// For the calls that release resources (see init_slow).
+#define EMU_API_ENTER_RELEASE()                           \
+  do {                                                    \
+    const emuError_t emu_init_err_ = ::emu::ensure_init(__func__, /*releases=*/true); \
     if (emu_init_err_ != emuSuccess) return emu_init_err_; \
   } while (0)
 
@@ -71,6 +83,29 @@ struct ByteString {
   char text[32];
 };
 ByteString format_bytes(size_t bytes);
+
+// ---- faults.cpp: injected faults (emu_runtime_faults.h) ---------------------
+
+// Faults armed: while 0, every hook below costs the caller one relaxed load.
+extern std::atomic<int> g_armed_faults;
+inline bool faults_armed() {
+  return g_armed_faults.load(std::memory_order_relaxed) != 0;
+}
+// emuMalloc of `size` bytes on `device`, which has `allocated` bytes taken:
+// emuErrorMemoryAllocation (with its message) if a fault fires.
+emuError_t fault_on_malloc(int device, size_t size, size_t allocated);
+// Which fault fails a launched kernel (fault_id 0: none), carried with it.
+struct InjectedFailure {
+  int fault_id = 0;
+  uint64_t launch = 0;  // the launch's number among those the fault matched
+};
+// A kernel launch on `device`: emuErrorDeviceLost if the device is lost now;
+// else fills *failure if the kernel is to fail.
+emuError_t fault_on_launch(const char* call, int device, InjectedFailure* failure);
+std::string injected_failure_message(const InjectedFailure& failure, int device);
+// A copy touching `device`: emuErrorEccUncorrectable if a fault fires.
+emuError_t fault_on_copy(const char* call, int device);
+const char* device_lost_reason();
 
 // ---- device_memory.cpp: arenas, pinned memory, strict mode -----------------
 

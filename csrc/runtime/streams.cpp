@@ -55,6 +55,7 @@ struct Work {
   emuEvent* event = nullptr;  // kEventRecord / kEventWait (a reference is held while queued)
   uint64_t version = 0;
   emu::TraceRecord* trace = nullptr;  // kMemcpy / kKernel submitted while tracing
+  emu::InjectedFailure injected;      // kKernel: an injected fault fails it (faults.cpp)
 };
 
 } // namespace
@@ -285,7 +286,12 @@ int run_work(emuStream* s, const Work& w) {
       emu::DeviceWorkScope device_work;
       emu::ActivityScope activity(s->device, /*kernel=*/true);
       t_kernel_message.clear();
-      return w.kernel_fn(w.user_data);
+      const int rc = w.kernel_fn(w.user_data);
+      if (w.injected.fault_id != 0) {
+        t_kernel_message = emu::injected_failure_message(w.injected, s->device);
+        return rc != 0 ? rc : 1;
+      }
+      return rc;
     }
     case WorkKind::kEventRecord:
       complete_record(w.event, w.version);
@@ -462,6 +468,12 @@ struct CopyPlan {
   int devices[2] = {-1, -1};   // destination, source device (-1: host)
 };
 
+// An injected copy fault for a copy touching device memory (faults.cpp).
+emuError_t copy_fault(const char* call, const CopyPlan& plan) {
+  if (!plan.device_access || !emu::faults_armed()) return emuSuccess;
+  return emu::fault_on_copy(call, plan.devices[0] >= 0 ? plan.devices[0] : plan.devices[1]);
+}
+
 // The queue item of a planned copy (run by copy_bytes, inline or on a worker).
 Work copy_work(const CopyPlan& plan, void* dst, const void* src, size_t n) {
   Work w{};
@@ -615,7 +627,7 @@ emuError_t emuStreamCreateWithPriority(emuStream_t* stream, int priority) {
 }
 
 emuError_t emuStreamDestroy(emuStream_t stream) {
-  EMU_API_ENTER();
+  EMU_API_ENTER_RELEASE();
   if (emuError_t err = check_stream("emuStreamDestroy", stream)) return err;
   if (executing_frame(stream) != nullptr) {
     return set_error(emuErrorInvalidValue,
@@ -731,6 +743,7 @@ emuError_t emuMemcpy(void* dst, const void* src, size_t n, emuMemcpyKind kind) {
   if (n == 0) return emuSuccess;
   CopyPlan plan;
   if (emuError_t err = plan_copy("emuMemcpy", dst, src, n, kind, &plan)) return err;
+  if (emuError_t err = copy_fault("emuMemcpy", plan)) return err;
   for (int device : plan.devices) {
     if (device >= 0 && emu::capture_active()) {
       if (emuError_t err = emu::forbid_if_device_capturing("emuMemcpy", device)) return err;
@@ -754,6 +767,7 @@ emuError_t emuMemcpyAsync(void* dst, const void* src, size_t n, emuMemcpyKind ki
   if (n == 0) return emuSuccess;
   CopyPlan plan;
   if (emuError_t err = plan_copy("emuMemcpyAsync", dst, src, n, kind, &plan)) return err;
+  if (emuError_t err = copy_fault("emuMemcpyAsync", plan)) return err;
   if (plan.pageable && emu::capture_active() && executing_frame(stream) == nullptr) {
     // The graph would read or write the pageable buffer long after this call.
     if (emuError_t err = emu::forbid_if_capturing("emuMemcpyAsync (pageable host memory)", stream)) return err;
@@ -825,6 +839,11 @@ emuError_t launch(const char* call, emuStream_t stream, emuKernelFn_t fn, void* 
   w.kind = WorkKind::kKernel;
   w.kernel_fn = fn;
   w.user_data = user_data;
+  if (emu::faults_armed()) {
+    if (emuError_t err = emu::fault_on_launch(call, stream->device, &w.injected)) {
+      return err;
+    }
+  }
   emu::TracedCall traced(emuActivityKindKernel, stream->device, stream->id);
   w.trace = traced.record();
   Submitted submitted;
@@ -880,7 +899,7 @@ emuError_t emuEventCreateWithFlags(emuEvent_t* event, unsigned int flags) {
 }
 
 emuError_t emuEventDestroy(emuEvent_t event) {
-  EMU_API_ENTER();
+  EMU_API_ENTER_RELEASE();
   if (emuError_t err = check_event("emuEventDestroy", event)) return err;
   event->magic = kDeadMagic;
   release(event);  // queued items keep it alive until they have run

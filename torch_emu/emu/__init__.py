@@ -98,6 +98,7 @@ def _lazy_init() -> None:
         _C._init()  # raises the runtime's own error (e.g. bad configuration)
         _initialized = True
         default_generators = tuple(_C._default_generator(i) for i in range(_C._device_count()))
+        faults._arm_from_environment()
         calls = list(_queued_calls.values())
         _queued_calls.clear()
         for call, stack in calls:
@@ -300,7 +301,7 @@ from .streams import *  # noqa: E402,F401,F403
 
 __all__ += graphs.__all__ + memory.__all__ + random.__all__ + streams.__all__
 
-from . import comm, errors, monitor, parity  # noqa: E402
+from . import comm, errors, faults, monitor, parity  # noqa: E402
 from .errors import *  # noqa: E402,F401,F403
 from .monitor import *  # noqa: E402,F401,F403
 from .parity import *  # noqa: E402,F401,F403

@@ -1,0 +1,127 @@
+"""Faults injected on purpose, ``torch.emu.faults``: the device runs out of
+memory, a kernel or a copy fails, the device is lost, when a test says so.
+
+Each fault is made by the runtime (``csrc/runtime/faults.cpp``) and reaches
+PyTorch through the same paths as the real failure: ``torch.OutOfMemoryError``
+from the caching allocator, ``torch.AcceleratorError`` from a launch, a copy or
+the next synchronisation. For whole programs, ``TORCH_EMU_FAULTS`` arms faults
+when emu starts, e.g. ``TORCH_EMU_FAULTS="oom:limit=64MiB;kernel:after=100"``.
+"""
+
+import os
+import re
+
+from .. import _C
+
+__all__ = ["Fault", "inject", "remove_all", "KINDS"]
+
+# LITERALINCLUDE START: FAULT_API
+KINDS = ("oom", "kernel", "copy", "device_lost")
+
+
+class Fault:
+    """An armed fault. ``hits`` counts the calls it made fail so far;
+    ``remove()``, or leaving its ``with`` block, disarms it."""
+
+    def __init__(self, kind: str, fault_id: int) -> None:
+        self.kind = kind
+        self.id = fault_id
+        self._hits_at_removal: int | None = None
+
+    @property
+    def hits(self) -> int:
+        return self._hits_at_removal if self._hits_at_removal is not None else _C._fault_hits(self.id)
+
+    def remove(self) -> None:
+        if self._hits_at_removal is None:
+            self._hits_at_removal = _C._fault_hits(self.id)
+            _C._fault_remove(self.id)
+
+    def __enter__(self) -> "Fault":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.remove()
+
+    def __repr__(self) -> str:
+        return f"Fault({self.kind!r}, id={self.id}, hits={self.hits})"
+
+
+def inject(kind: str, *, after: int = 0, times: int | None = None, device=None, limit: int | None = None) -> Fault:
+    """Arms a fault of ``kind`` on ``device`` (default: every device).
+
+    The fault lets ``after`` matching calls succeed, then makes ``times`` of
+    them fail (``0``: every one from then on; default 1, or 0 with ``limit``):
+
+    - ``"oom"``: a device allocation (``emuMalloc``) fails with
+      ``torch.OutOfMemoryError``. The caching allocator frees its cache and
+      tries once more before it raises, so a single failure (``times=1``) is
+      absorbed when the cache held memory. ``limit`` (bytes) makes only the
+      allocations fail that would take the device's memory above it: a smaller
+      device.
+    - ``"kernel"``: a kernel launch fails with ``torch.AcceleratorError``: at
+      the launch when the launch waits for its kernel, else (a queued kernel)
+      at the stream's next synchronisation, an asynchronous error. The device
+      stays usable.
+    - ``"copy"``: a copy to, from or between devices fails with
+      ``torch.AcceleratorError`` (an uncorrectable memory error), copying nothing.
+    - ``"device_lost"``: at a kernel launch the device is lost for good: that
+      launch and every later call fail with ``torch.AcceleratorError``, in this
+      process, until it exits (freeing memory still works).
+    """
+    if kind not in KINDS:
+        raise ValueError(f"torch.emu.faults.inject: unknown fault kind {kind!r}; expected one of {KINDS}")
+    if after < 0 or (times is not None and times < 0):
+        raise ValueError("torch.emu.faults.inject: after and times must be >= 0")
+    if limit is not None and (kind != "oom" or limit <= 0):
+        raise ValueError("torch.emu.faults.inject: limit is a positive byte count, for kind 'oom' only")
+    from . import _get_device_index, _lazy_init
+
+    _lazy_init()
+    index = -1 if device is None else _get_device_index(device, optional=False)
+    if times is None:
+        times = 0 if limit is not None else 1
+    fault_id = _C._fault_inject(KINDS.index(kind), index, after, times, limit or 0)
+    return Fault(kind, fault_id)
+
+
+def remove_all() -> None:
+    """Disarms every fault (a lost device stays lost)."""
+    _C._fault_remove(-1)
+# LITERALINCLUDE END: FAULT_API
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
+
+
+def _parse_bytes(text: str) -> int:
+    match = _SIZE.match(text)
+    if match is None:
+        raise ValueError(f"TORCH_EMU_FAULTS: {text!r} is not a size (e.g. 512MiB)")
+    unit = (match.group(2) or "b")[0].lower()
+    return int(float(match.group(1)) * 1024 ** "bkmgt".index(unit))
+
+
+def _parse(spec: str) -> list[dict]:
+    """``kind[:key=value,flag,...];...`` -> keyword arguments of inject()."""
+    faults = []
+    for part in filter(None, (p.strip() for p in spec.split(";"))):
+        kind, _, options = part.partition(":")
+        kwargs = {"kind": kind.strip()}
+        for option in filter(None, (o.strip() for o in options.split(","))):
+            key, sep, value = option.partition("=")
+            if key in ("after", "times", "device") and sep:
+                kwargs[key] = int(value)
+            elif key == "limit" and sep:
+                kwargs["limit"] = _parse_bytes(value)
+            else:
+                raise ValueError(f"TORCH_EMU_FAULTS: unknown option {option!r} in {part!r} (options: after=N, "
+                                 "times=N, device=N, limit=SIZE)")
+        faults.append(kwargs)
+    return faults
+
+
+def _arm_from_environment() -> None:
+    """Arms the faults TORCH_EMU_FAULTS names (called when emu starts)."""
+    for kwargs in _parse(os.environ.get("TORCH_EMU_FAULTS", "")):
+        inject(kwargs.pop("kind"), **kwargs)
