@@ -13,6 +13,7 @@
 #include "core/EmuGenerator.h"
 #include "core/EmuStream.h"
 #include "core/EmuSyncDebug.h"
+#include "runtime/emu_runtime_perf.h"
 
 namespace torch_emu {
 namespace {
@@ -93,6 +94,19 @@ PYBIND11_MODULE(_C, m) {
   m.def("_launch_counts", [] {
     const LaunchCounts counts = launch_counts();
     return py::make_tuple(counts.queued, counts.at_once, counts.waited);
+  });
+  // The runtime's performance model (TORCH_EMU_PROFILE), for tests and benchmarks.
+  m.def("_performance_model", [] {
+    emuPerformanceModel model{};
+    EMU_CHECK(emuGetPerformanceModel(&model));
+    py::dict out;
+    out["h2d_bytes_per_second"] = model.h2d_bytes_per_second;
+    out["d2h_bytes_per_second"] = model.d2h_bytes_per_second;
+    out["d2d_bytes_per_second"] = model.d2d_bytes_per_second;
+    out["peer_bytes_per_second"] = model.peer_bytes_per_second;
+    out["launch_latency_seconds"] = model.launch_latency_seconds;
+    out["kernel_slowdown"] = model.kernel_slowdown;
+    return out;
   });
   m.def("_stream_priority_range", [] {
     int least = 0, greatest = 0;

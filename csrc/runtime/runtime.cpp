@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "runtime/runtime_internal.h"
@@ -119,6 +120,9 @@ void init_once() {
   const char* count = env_value("TORCH_EMU_DEVICE_COUNT");
   const char* memory = env_value("TORCH_EMU_DEVICE_MEMORY");
   const char* strict = env_value("TORCH_EMU_STRICT");
+  const char* profile = env_value("TORCH_EMU_PROFILE");
+  emuPerformanceModel model{0, 0, 0, 0, 0, 1.0};
+  std::string model_error;
   if (!parse_device_count(count, &cfg.device_count)) {
     std::snprintf(g_init_error, sizeof(g_init_error),
                   "TORCH_EMU_DEVICE_COUNT='%s' is not a device count between 1 and %d", count,
@@ -131,6 +135,8 @@ void init_once() {
   } else if (strict != nullptr && std::strcmp(strict, "0") != 0 && std::strcmp(strict, "1") != 0) {
     std::snprintf(g_init_error, sizeof(g_init_error), "TORCH_EMU_STRICT='%s' is not 0 or 1",
                   strict);
+  } else if (profile != nullptr && !parse_performance_model(profile, &model, &model_error)) {
+    std::snprintf(g_init_error, sizeof(g_init_error), "TORCH_EMU_PROFILE='%s': %s", profile, model_error.c_str());
   }
   if (g_init_error[0] != '\0') {
     g_init_state.store(kFailed, std::memory_order_release);
@@ -138,6 +144,7 @@ void init_once() {
   }
   cfg.strict = strict != nullptr && std::strcmp(strict, "1") == 0;
   g_config = cfg;
+  set_performance_model(model);
   if (cfg.strict) install_strict_handler();
   pthread_atfork(nullptr, nullptr, on_fork_child);
   g_init_state.store(kReady, std::memory_order_release);

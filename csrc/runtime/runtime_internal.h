@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "runtime/emu_runtime.h"
+#include "runtime/emu_runtime_perf.h"
 #include "runtime/emu_runtime_trace.h"
 
 namespace emu {
@@ -83,6 +85,25 @@ struct ByteString {
   char text[32];
 };
 ByteString format_bytes(size_t bytes);
+
+// ---- perf_model.cpp: the performance model (emu_runtime_perf.h) -------------
+
+struct PerformanceModel {
+  bool active = false;  // any figure set: while false, streams.cpp holds nothing
+  emuPerformanceModel figures{0, 0, 0, 0, 0, 1.0};
+};
+extern PerformanceModel g_model;  // set at init, then read-only
+
+// TORCH_EMU_PROFILE's text -> figures, or false with *error saying why.
+bool parse_performance_model(const char* text, emuPerformanceModel* out, std::string* error);
+void set_performance_model(const emuPerformanceModel& model);
+// Hold the calling thread, which runs the work of a stream: until a copy of
+// `bytes` to `dst_device` from `src_device` (-1: host memory), started at
+// `start`, has taken its modelled time; for the launch latency; until a
+// kernel started at `start` has taken its slowed-down time.
+void hold_copy(std::chrono::steady_clock::time_point start, int dst_device, int src_device, size_t bytes);
+void hold_launch_latency();
+void hold_kernel(std::chrono::steady_clock::time_point start);
 
 // ---- faults.cpp: injected faults (emu_runtime_faults.h) ---------------------
 

@@ -230,11 +230,14 @@ void move_bytes(void* dst, const void* src, size_t n) {
 }
 // LITERALINCLUDE END: PARALLEL_COPY
 
-void copy_bytes(const Work& w) {
+// `modelled`: the copy takes at least the performance model's time.
+void copy_bytes(const Work& w, bool modelled) {
   emu::DeviceWorkScope device_work(w.device_access);
   emu::ActivityScope dst_activity(w.devices[0], /*kernel=*/false);
   emu::ActivityScope src_activity(w.devices[1] != w.devices[0] ? w.devices[1] : -1, /*kernel=*/false);
+  const Clock::time_point start = Clock::now();
   move_bytes(w.dst, w.src, w.bytes);
+  if (modelled) emu::hold_copy(start, w.devices[0], w.devices[1], w.bytes);
 }
 
 // LITERALINCLUDE START: SPIN_BEFORE_SLEEP
@@ -274,10 +277,13 @@ int run_work(emuStream* s, const Work& w) {
     ~PopFrame() { t_frames = prev; }
   } pop{frame.prev};
   emu::TracedWork traced(w.trace);
+  // The performance model applies to work of the stream itself, not to the
+  // copies and launches a kernel makes as part of its own work.
+  const bool modelled = emu::g_model.active && frame.prev == nullptr;
 
   switch (w.kind) {
     case WorkKind::kMemcpy:
-      copy_bytes(w);
+      copy_bytes(w, modelled);
       return 0;
     case WorkKind::kHostFunc:
       w.host_fn(w.user_data);
@@ -286,7 +292,10 @@ int run_work(emuStream* s, const Work& w) {
       emu::DeviceWorkScope device_work;
       emu::ActivityScope activity(s->device, /*kernel=*/true);
       t_kernel_message.clear();
+      if (modelled) emu::hold_launch_latency();
+      const Clock::time_point start = Clock::now();
       const int rc = w.kernel_fn(w.user_data);
+      if (modelled) emu::hold_kernel(start);
       if (w.injected.fault_id != 0) {
         t_kernel_message = emu::injected_failure_message(w.injected, s->device);
         return rc != 0 ? rc : 1;
@@ -755,7 +764,7 @@ emuError_t emuMemcpy(void* dst, const void* src, size_t n, emuMemcpyKind kind) {
   emu::TracedCall traced(emuActivityKindMemcpy, plan.devices[0] >= 0 ? plan.devices[0] : plan.devices[1],
                          /*stream=*/0, kind, n);
   emu::TracedWork traced_work(traced.record());
-  copy_bytes(copy_work(plan, dst, src, n));
+  copy_bytes(copy_work(plan, dst, src, n), emu::g_model.active && t_frames == nullptr);
   return emuSuccess;
 }
 
@@ -783,7 +792,10 @@ emuError_t emuMemcpyAsync(void* dst, const void* src, size_t n, emuMemcpyKind ki
   emu::TracedCall traced(emuActivityKindMemcpy, stream->device, stream->id, kind, n);
   w.trace = traced.record();
   Submitted submitted;
-  if (emuError_t err = submit("emuMemcpyAsync", stream, w, /*allow_inline=*/true, &submitted)) {
+  // A copy the performance model makes take time goes to the stream's worker
+  // even onto an idle stream: the caller must not wait for a modelled bus.
+  const bool inline_ok = !emu::g_model.active || plan.pageable || executing_frame(stream) != nullptr;
+  if (emuError_t err = submit("emuMemcpyAsync", stream, w, inline_ok, &submitted)) {
     traced.not_queued();
     return err;
   }
