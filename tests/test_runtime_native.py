@@ -56,6 +56,11 @@ def test_runtime_stats(build_dir, runtime_objects):
     return _compile(build_dir / "test_runtime_stats", *runtime_objects, str(NATIVE / "test_runtime_stats.cpp"))
 
 
+@pytest.fixture(scope="module")
+def test_faults(build_dir, runtime_objects):
+    return _compile(build_dir / "test_faults", *runtime_objects, str(NATIVE / "test_faults.cpp"))
+
+
 def _env(**overrides):
     env = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_EMU_")}
     env.update(overrides)
@@ -81,6 +86,12 @@ def test_runtime_stats_native(test_runtime_stats):
     result = _run([test_runtime_stats])
     assert result.returncode == 0, f"exit code {result.returncode}\n{result.stdout}\n{result.stderr}"
     assert "all runtime stats checks passed" in result.stdout
+
+
+def test_faults_and_performance_model_native(test_faults):
+    result = _run([test_faults], env=_env(TORCH_EMU_PROFILE="h2d=1GB/s,launch=2ms"))
+    assert result.returncode == 0, f"exit code {result.returncode}\n{result.stdout}\n{result.stderr}"
+    assert "all fault and model checks passed" in result.stdout
 
 
 def test_exit_with_live_streams_does_not_hang(test_runtime):
