@@ -28,6 +28,15 @@ STUB_CAPABILITIES = (
     else []
 )
 
+# TORCH_EMU_SANITIZE=address builds the extension with AddressSanitizer and
+# UndefinedBehaviorSanitizer, in a build directory of its own
+# (scripts/sanitize.sh python; vptr checks off: they would need every library
+# in the process built with them).
+SANITIZE = os.environ.get("TORCH_EMU_SANITIZE", "")
+SANITIZER_FLAGS = {
+    "": [],
+    "address": ["-fsanitize=address,undefined", "-fno-sanitize=vptr", "-fno-omit-frame-pointer", "-g"],
+}[SANITIZE]
 
 
 class IncrementalBuildExtension(BuildExtension.with_options(use_ninja=True)):
@@ -37,7 +46,7 @@ class IncrementalBuildExtension(BuildExtension.with_options(use_ninja=True)):
 
     def finalize_options(self):
         super().finalize_options()
-        self.build_temp = os.path.join(ROOT, "build", "temp")
+        self.build_temp = os.path.join(ROOT, "build", "temp" + (f"-{SANITIZE}" if SANITIZE else ""))
 
 
 setup(
@@ -47,9 +56,9 @@ setup(
             sources=sources,
             # kineto/: the headers of Kineto's plugin interface (csrc/profiler).
             include_dirs=[os.path.join(ROOT, "csrc"), os.path.join(os.path.dirname(torch.__file__), "include", "kineto")],
-            extra_compile_args=["-O2", "-g0", "-Wno-unused-parameter", "-Wno-interference-size"]
-            + STUB_CAPABILITIES,
-            extra_link_args=["-Wl,--no-as-needed"],
+            extra_compile_args=(["-O1"] + SANITIZER_FLAGS if SANITIZE else ["-O2", "-g0"])
+            + ["-Wno-unused-parameter", "-Wno-interference-size"] + STUB_CAPABILITIES,
+            extra_link_args=["-Wl,--no-as-needed"] + SANITIZER_FLAGS,
         )
     ],
     cmdclass={"build_ext": IncrementalBuildExtension},

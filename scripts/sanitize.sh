@@ -5,13 +5,12 @@
 # and under ThreadSanitizer, and runs them. Any report fails the run.
 #
 #   bash scripts/sanitize.sh            # asan+ubsan, then tsan
-#   bash scripts/sanitize.sh tsan       # one of them (CI runs tsan)
+#   bash scripts/sanitize.sh tsan       # one of them (CI runs both)
+#   bash scripts/sanitize.sh python     # the extension under asan+ubsan, with a
+#                                       # subset of the Python suite (a long build)
 #
 # Not run under the sanitizers: the strict-mode program (its SIGSEGV handler is
-# what AddressSanitizer also installs) and, under ThreadSanitizer, the fork
-# checks of test_runtime (TSan does not support a child that starts threads
-# after a multi-threaded fork; the child here only checks that every call
-# fails, which the ASan run covers).
+# what AddressSanitizer also installs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${SANITIZE_DIR:-build/sanitize}"
@@ -23,9 +22,38 @@ declare -A FLAGS=(
   [tsan]="-fsanitize=thread"
 )
 PROGRAMS=(test_runtime test_runtime_stats test_graphs test_faults)
+# The Python tests run against the sanitized extension: the device, memory,
+# streams, asynchronous kernels, native kernels and faults.
+PY_TESTS=(tests/test_faults.py tests/test_streams_events.py tests/test_memory.py tests/test_async_kernels.py
+          tests/test_native_kernels.py tests/test_storage.py)
+ROOT="$PWD"
+
+# torch_emu._C built with TORCH_EMU_SANITIZE=address (setup.py) into a copy of
+# the package, then the tests from inside that copy, with the sanitizers'
+# runtimes preloaded into the (uninstrumented) Python. Leak detection is off:
+# Python and PyTorch keep memory until exit on purpose.
+run_python_subset() {
+  local dir="$out/python" lib="$out/python/lib"
+  mkdir -p "$lib"
+  tar --exclude='*.so' --exclude=__pycache__ -cf - torch_emu | tar -xf - -C "$lib"
+  echo "== python: building torch_emu._C under asan+ubsan (log: $dir/build.log)"
+  if ! TORCH_EMU_SANITIZE=address .venv/bin/python setup.py build_ext --build-lib "$lib" > "$dir/build.log" 2>&1; then
+    tail -30 "$dir/build.log"
+    return 1
+  fi
+  echo "== python: ${PY_TESTS[*]}"
+  (cd "$lib" &&
+    LD_PRELOAD="$(g++ -print-file-name=libasan.so) $(g++ -print-file-name=libubsan.so)" \
+    ASAN_OPTIONS="detect_leaks=0:exitcode=23" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=24" \
+    "$ROOT/.venv/bin/python" -m pytest -q -p no:cacheprovider -x "${PY_TESTS[@]/#/$ROOT/}")
+}
 
 for flavour in "${flavours[@]}"; do
-  flags="${FLAGS[$flavour]:?unknown sanitizer $flavour (asan or tsan)}"
+  if [[ $flavour == python ]]; then
+    run_python_subset
+    continue
+  fi
+  flags="${FLAGS[$flavour]:?unknown sanitizer $flavour (asan, tsan or python)}"
   dir="$out/$flavour"
   mkdir -p "$dir"
   echo "== $flavour: building the runtime and ${PROGRAMS[*]}"
