@@ -370,6 +370,26 @@ def dies():
     _exit_by_outcome(lambda: dist.all_reduce(t), lambda: dist.all_reduce(t))
 
 
+def device_lost():
+    """DDP training; at step 2, rank 1's device is lost (an injected fault):
+    rank 1 must raise torch.AcceleratorError, rank 0 its next collective."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dev = _init()
+    model = DDP(_model().to(dev))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def train():
+        for step, (x, y) in enumerate(_batches(6, 8, WORLD)):
+            if step == 2 and RANK == 1:
+                torch.emu.faults.inject("device_lost")
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(model(x.to(dev)), y.to(dev)).backward()
+            opt.step()
+
+    _exit_by_outcome(train)
+
+
 def stalls():
     """Rank 1 stays alive but skips the collective: rank 0 must time out."""
     dev = _init()
@@ -433,7 +453,7 @@ def mixed_backends():
 
 
 SCENARIOS = {f.__name__: f for f in [
-    collectives, async_streams, ddp, fsdp2, dies, stalls, never_joins, wrong_inputs, mixed_backends,
+    collectives, async_streams, ddp, fsdp2, dies, device_lost, stalls, never_joins, wrong_inputs, mixed_backends,
 ]}
 
 if __name__ == "__main__":

@@ -76,6 +76,13 @@ def test_dead_rank_raises_within_timeout():
     assert rc0 == 3 and "RAISED" in out0, (rc0, out0, err0[-3000:])
 
 
+def test_lost_device_on_one_rank_fails_both_ranks_within_timeout():
+    results = launch("device_lost", timeout=50, extra_env={"EMU_TEST_PG_TIMEOUT": "5"})
+    (rc0, out0, err0), (rc1, out1, err1) = results
+    assert rc1 == 3 and "AcceleratorError" in out1 and "device was lost" in out1, (rc1, out1, err1[-3000:])
+    assert rc0 == 3 and "RAISED" in out0, (rc0, out0, err0[-3000:])
+
+
 def test_stalled_rank_raises_within_timeout():
     port = free_port()
     env = {"EMU_TEST_PG_TIMEOUT": "4"}
