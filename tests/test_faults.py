@@ -91,6 +91,20 @@ def test_a_failed_kernel_raises_and_the_device_stays_usable(baseline_memory):
     y = None  # noqa: F841
 
 
+def test_a_fault_for_one_op_fails_only_its_kernels(baseline_memory):
+    x = torch.arange(4.0, device="emu")
+    with faults.inject("kernel", op="structured_mul_out", times=0) as fault:
+        y = x + 1  # another op: not counted
+        torch.emu.synchronize()
+        with pytest.raises(torch.AcceleratorError, match="injected fault"):
+            z = y * 2
+            torch.emu.synchronize()
+        assert fault.hits == 1
+    assert (y * 2).cpu().tolist() == [2.0, 4.0, 6.0, 8.0]
+    z = None  # noqa: F841
+    del x, y
+
+
 @pytest.mark.skipif(torch_emu._C._launch_mode() == "blocking", reason="every launch waits for its kernel")
 def test_a_queued_kernel_error_surfaces_at_the_next_sync_once(baseline_memory):
     x = torch.ones(4, device="emu")
@@ -194,6 +208,8 @@ def test_bad_fault_requests_are_clear_errors():
         faults.inject("bogus")
     with pytest.raises(ValueError, match="limit is a positive byte count"):
         faults.inject("kernel", limit=10)
+    with pytest.raises(ValueError, match="op is a non-empty name, for kind 'kernel'"):
+        faults.inject("copy", op="mul")
     with pytest.raises(ValueError, match=">= 0"):
         faults.inject("oom", after=-1)
     with pytest.raises(RuntimeError, match="Invalid device|invalid device"):

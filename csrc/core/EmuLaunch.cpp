@@ -18,6 +18,7 @@
 #include "core/EmuException.h"
 #include "core/EmuGraph.h"
 #include "core/EmuStream.h"
+#include "runtime/emu_runtime_faults.h"
 #include "runtime/emu_runtime_trace.h"
 
 namespace torch_emu {
@@ -192,10 +193,19 @@ bool inside_kernel_on(const c10::Stream& stream) {
   return tls_kernel_device == stream.device_index() && tls_kernel_stream == stream.id();
 }
 
+// While faults are armed, launches carry their kernel's name, so that a fault
+// can fail the kernels of one op (emu_runtime_faults.h).
+void name_launch_for_faults(const char* what) {
+  if (C10_UNLIKELY(emuFaultsArmed() != 0)) {
+    (void)emuFaultSetLaunchName(what);
+  }
+}
+
 // Submits `kernel` and waits for it. Waiting also makes the kernel's results
 // (and errors) visible here. A launch failure is our own kernel's exception,
 // rethrown with its type.
-void run_and_wait(const c10::Stream& stream, c10::function_ref<void()> kernel) {
+void run_and_wait(const c10::Stream& stream, c10::function_ref<void()> kernel, const char* what) {
+  name_launch_for_faults(what);
   Launch launch{kernel, stream, nullptr, {}};
   emuStream_t native = native_stream(stream);
   const emuError_t launched = emuLaunchKernel(native, &run_kernel, &launch);
@@ -228,7 +238,7 @@ void launch_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel, 
     return;
   }
   g_waited_launches.fetch_add(1, std::memory_order_relaxed);
-  run_and_wait(stream, kernel);
+  run_and_wait(stream, kernel, what);
 }
 // LITERALINCLUDE END: LAUNCH_KERNEL
 
@@ -316,7 +326,7 @@ void queue_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel,
   if (mode == LaunchMode::kAuto && !stream_busy(stream)) {
     // Nothing to overlap with: run it now, as a worker would have at once.
     g_at_once_launches.fetch_add(1, std::memory_order_relaxed);
-    run_and_wait(stream, kernel);
+    run_and_wait(stream, kernel, what);
     return;
   }
   std::function<void()> body;
@@ -326,6 +336,7 @@ void queue_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel,
   }
   auto* job = new QueuedKernel{std::move(body), stream, {}, what,
                                g_launch_order.fetch_add(1, std::memory_order_relaxed) + 1};
+  name_launch_for_faults(what);
   const emuError_t err = emuLaunchKernelAsync(native_stream(stream), &run_queued, job);
   if (err != emuSuccess && err != emuErrorLaunchFailure) {
     delete job; // never ran (a launch failure ran it, and it freed itself)

@@ -8,8 +8,10 @@
 namespace torch_emu {
 
 void init_fault_bindings(pybind11::module& m) {
-  m.def("_fault_inject", [](int kind, int device, uint64_t after, uint64_t times, size_t reserved_limit) {
-    const emuFaultSpec spec{static_cast<emuFaultKind>(kind), device, after, times, reserved_limit};
+  m.def("_fault_inject", [](int kind, int device, uint64_t after, uint64_t times, size_t reserved_limit,
+                            const std::string& kernel_name) {
+    const emuFaultSpec spec{static_cast<emuFaultKind>(kind), device, after, times, reserved_limit,
+                            kernel_name.empty() ? nullptr : kernel_name.c_str()};
     int id = 0;
     EMU_CHECK(emuFaultInject(&spec, &id));
     return id;

@@ -42,6 +42,8 @@ typedef struct emuFaultSpec {
   uint64_t after;          // matching calls that succeed first
   uint64_t times;          // matching calls that then fail; 0: all of them
   size_t reserved_limit;   // emuFaultOutOfMemory: see above; 0: every emuMalloc matches
+  const char* kernel_name; // emuFaultKernel: only launches whose name contains this
+                           // (emuFaultSetLaunchName; copied); NULL: every launch
 } emuFaultSpec;
 
 // Arms a fault; `*id` names it for the calls below.
@@ -50,6 +52,12 @@ emuError_t emuFaultInject(const emuFaultSpec* spec, int* id);
 emuError_t emuFaultRemove(int id);
 // How many calls the fault made fail so far.
 emuError_t emuFaultGetHits(int id, uint64_t* hits);
+// Whether any fault is armed: a launcher that names its launches asks first,
+// so that naming costs nothing otherwise.
+int emuFaultsArmed(void);
+// Names the kernels the calling thread launches from now on (NULL: unnamed),
+// for faults with a kernel_name. `name` must outlive those launches.
+emuError_t emuFaultSetLaunchName(const char* name);
 // LITERALINCLUDE END: EMU_RUNTIME_FAULTS
 
 #ifdef __cplusplus

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
+#include <string>
 #include <mutex>
 #include <vector>
 
@@ -17,7 +19,8 @@ namespace {
 
 struct Fault {
   int id;
-  emuFaultSpec spec;
+  emuFaultSpec spec;        // its kernel_name pointer is not kept: see below
+  std::string kernel_name;  // "": every launch
   uint64_t seen = 0;  // matching calls so far
   uint64_t hits = 0;  // of which failed
 };
@@ -26,14 +29,15 @@ std::mutex g_mu;
 std::vector<Fault> g_faults;  // under g_mu
 int g_next_id = 1;
 char g_lost_reason[160];      // written once, before g_device_lost is set
+thread_local const char* t_launch_name = nullptr;  // emuFaultSetLaunchName
 
 // LITERALINCLUDE START: FAULT_FIRES
 // A call of `kind` on `device` is made: whether the first armed fault it
 // matches makes it fail (that fault is returned, else nullptr).
-Fault* fire(emuFaultKind kind, int device, bool (*matches)(const emuFaultSpec&, const void*), const void* call) {
+Fault* fire(emuFaultKind kind, int device, bool (*matches)(const Fault&, const void*), const void* call) {
   for (Fault& f : g_faults) {
     if (f.spec.kind != kind || (f.spec.device >= 0 && f.spec.device != device)) continue;
-    if (matches != nullptr && !matches(f.spec, call)) continue;
+    if (matches != nullptr && !matches(f, call)) continue;
     const uint64_t n = f.seen++;
     if (n < f.spec.after || (f.spec.times != 0 && f.hits >= f.spec.times)) continue;
     ++f.hits;
@@ -48,9 +52,14 @@ struct MallocCall {
   size_t allocated;
 };
 
-bool over_limit(const emuFaultSpec& spec, const void* call) {
+bool named_launch(const Fault& f, const void* name) {
+  return f.kernel_name.empty() ||
+         (name != nullptr && std::strstr(static_cast<const char*>(name), f.kernel_name.c_str()) != nullptr);
+}
+
+bool over_limit(const Fault& f, const void* call) {
   const auto* c = static_cast<const MallocCall*>(call);
-  return spec.reserved_limit == 0 || c->allocated + c->size > spec.reserved_limit;
+  return f.spec.reserved_limit == 0 || c->allocated + c->size > f.spec.reserved_limit;
 }
 
 } // namespace
@@ -81,7 +90,7 @@ emuError_t fault_on_launch(const char* call, int device, InjectedFailure* failur
     g_device_lost.store(true, std::memory_order_release);
     return set_error(emuErrorDeviceLost, "%s: the emu device was lost (%s)", call, g_lost_reason);
   }
-  if (const Fault* f = fire(emuFaultKernel, device, nullptr, nullptr)) {
+  if (const Fault* f = fire(emuFaultKernel, device, &named_launch, t_launch_name)) {
     *failure = {f->id, f->seen};
   }
   return emuSuccess;
@@ -122,7 +131,8 @@ emuError_t emuFaultInject(const emuFaultSpec* spec, int* id) {
   }
   std::lock_guard<std::mutex> lock(emu::g_mu);
   *id = emu::g_next_id++;
-  emu::g_faults.push_back({*id, *spec});
+  emu::Fault& f = emu::g_faults.emplace_back(emu::Fault{*id, *spec, spec->kernel_name ? spec->kernel_name : ""});
+  f.spec.kernel_name = nullptr;
   emu::g_armed_faults.store(static_cast<int>(emu::g_faults.size()), std::memory_order_relaxed);
   return emuSuccess;
 }
@@ -138,6 +148,15 @@ emuError_t emuFaultRemove(int id) {
     return set_error(emuErrorInvalidValue, "emuFaultRemove: no armed fault %d", id);
   }
   emu::g_armed_faults.store(static_cast<int>(emu::g_faults.size()), std::memory_order_relaxed);
+  return emuSuccess;
+}
+
+int emuFaultsArmed(void) {
+  return emu::faults_armed() ? 1 : 0;
+}
+
+emuError_t emuFaultSetLaunchName(const char* name) {
+  emu::t_launch_name = name;
   return emuSuccess;
 }
 

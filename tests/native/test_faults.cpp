@@ -34,7 +34,7 @@ bool contains(const char* haystack, const char* needle) {
 }
 
 int fault(emuFaultKind kind, uint64_t after, uint64_t times, size_t limit = 0) {
-  const emuFaultSpec spec{kind, -1, after, times, limit};
+  const emuFaultSpec spec{kind, -1, after, times, limit, nullptr};
   int id = 0;
   CHECK_OK(emuFaultInject(&spec, &id));
   return id;
@@ -91,6 +91,19 @@ void test_kernel_and_copy_faults() {
   CHECK_OK(emuStreamSynchronize(stream));
   CHECK(ran == 3);
 
+  // A named fault fails only the launches of that name.
+  const emuFaultSpec named{emuFaultKernel, -1, 0, 1, 0, "mul"};
+  int named_id = 0;
+  CHECK_OK(emuFaultInject(&named, &named_id));
+  CHECK(emuFaultsArmed() == 1);
+  CHECK_OK(emuFaultSetLaunchName("aten::add"));
+  CHECK_OK(emuLaunchKernel(stream, add_one, &ran));
+  CHECK_OK(emuFaultSetLaunchName("at::native::structured_mul_out"));
+  CHECK_ERR(emuLaunchKernel(stream, add_one, &ran), emuErrorLaunchFailure);
+  CHECK_OK(emuFaultSetLaunchName(nullptr));
+  CHECK_OK(emuFaultRemove(named_id));
+  CHECK(ran == 5);
+
   void* dev = nullptr;
   CHECK_OK(emuMalloc(&dev, 64));
   char host[64] = {1};
@@ -116,7 +129,7 @@ void test_faults_under_concurrency() {
         void* p = nullptr;
         if (emuMalloc(&p, 4096 * (1 + t)) == emuSuccess) CHECK_OK(emuFree(p));
         if (i % 50 == 0) {
-          const emuFaultSpec spec{emuFaultKernel, -1, 3, 2, 0};
+          const emuFaultSpec spec{emuFaultKernel, -1, 3, 2, 0, nullptr};
           int id = 0;
           CHECK_OK(emuFaultInject(&spec, &id));
         }

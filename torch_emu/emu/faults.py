@@ -47,7 +47,8 @@ class Fault:
         return f"Fault({self.kind!r}, id={self.id}, hits={self.hits})"
 
 
-def inject(kind: str, *, after: int = 0, times: int | None = None, device=None, limit: int | None = None) -> Fault:
+def inject(kind: str, *, after: int = 0, times: int | None = None, device=None, limit: int | None = None,
+           op: str | None = None) -> Fault:
     """Arms a fault of ``kind`` on ``device`` (default: every device).
 
     The fault lets ``after`` matching calls succeed, then makes ``times`` of
@@ -62,7 +63,9 @@ def inject(kind: str, *, after: int = 0, times: int | None = None, device=None, 
     - ``"kernel"``: a kernel launch fails with ``torch.AcceleratorError``: at
       the launch when the launch waits for its kernel, else (a queued kernel)
       at the stream's next synchronisation, an asynchronous error. The device
-      stays usable.
+      stays usable. ``op`` counts only the kernels whose name contains it: a
+      native kernel is named after its CPU code (``at::native::structured_mul_out``),
+      a fallback kernel after its operator (``aten::mul``).
     - ``"copy"``: a copy to, from or between devices fails with
       ``torch.AcceleratorError`` (an uncorrectable memory error), copying nothing.
     - ``"device_lost"``: at a kernel launch the device is lost for good: that
@@ -73,6 +76,8 @@ def inject(kind: str, *, after: int = 0, times: int | None = None, device=None, 
         raise ValueError(f"torch.emu.faults.inject: unknown fault kind {kind!r}; expected one of {KINDS}")
     if after < 0 or (times is not None and times < 0):
         raise ValueError("torch.emu.faults.inject: after and times must be >= 0")
+    if op is not None and (kind != "kernel" or not op):
+        raise ValueError("torch.emu.faults.inject: op is a non-empty name, for kind 'kernel' only")
     if limit is not None and (kind != "oom" or limit <= 0):
         raise ValueError("torch.emu.faults.inject: limit is a positive byte count, for kind 'oom' only")
     from . import _get_device_index, _lazy_init
@@ -81,7 +86,7 @@ def inject(kind: str, *, after: int = 0, times: int | None = None, device=None, 
     index = -1 if device is None else _get_device_index(device, optional=False)
     if times is None:
         times = 0 if limit is not None else 1
-    fault_id = _C._fault_inject(KINDS.index(kind), index, after, times, limit or 0)
+    fault_id = _C._fault_inject(KINDS.index(kind), index, after, times, limit or 0, op or "")
     return Fault(kind, fault_id)
 
 
@@ -114,9 +119,11 @@ def _parse(spec: str) -> list[dict]:
                 kwargs[key] = int(value)
             elif key == "limit" and sep:
                 kwargs["limit"] = _parse_bytes(value)
+            elif key == "op" and sep:
+                kwargs["op"] = value
             else:
                 raise ValueError(f"TORCH_EMU_FAULTS: unknown option {option!r} in {part!r} (options: after=N, "
-                                 "times=N, device=N, limit=SIZE)")
+                                 "times=N, device=N, limit=SIZE, op=NAME)")
         faults.append(kwargs)
     return faults
 
