@@ -219,7 +219,7 @@ def test_bad_fault_requests_are_clear_errors():
     assert "TORCH_EMU_FAULTS: unknown option 'sometimes'" in result.stderr
 
 
-def test_no_fault_costs_nothing_once_removed(baseline_memory):
+def test_a_removed_fault_never_fires(baseline_memory):
     fault = faults.inject("kernel", after=10**9)
     fault.remove()
     fault.remove()  # twice is fine

@@ -17,8 +17,7 @@ namespace torch_emu {
 // results it reads (queue_kernel below does not wait). While it runs, on
 // whatever thread runs it, the current emu device and stream are those of
 // `stream`, and host allocations made by CPU kernels come from emu device
-// memory. An exception
-// thrown by `kernel` is rethrown here.
+// memory. An exception thrown by `kernel` is rethrown here.
 // While `stream` captures a graph (EmuGraph.h) this form cannot record the
 // kernel and fails, naming `what` (by default the calling function).
 void launch_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel,

@@ -122,6 +122,13 @@ thread_local Frame* t_frames = nullptr;
 // What the kernel running on this thread said about its failure.
 thread_local std::string t_kernel_message;
 
+// Whether the performance model applies to work starting on this thread now:
+// to the stream's own work, not to the copies and launches a running kernel
+// makes as part of its own work.
+bool model_applies() {
+  return emu::g_model.active && t_frames == nullptr;
+}
+
 const Frame* executing_frame(const emuStream* s) {
   for (const Frame* f = t_frames; f != nullptr; f = f->prev) {
     if (f->stream == s) return f;
@@ -270,6 +277,7 @@ bool spin_until(Ready&& ready) {
 // Executes one item on the calling thread; returns a kernel's result (0 for
 // everything else).
 int run_work(emuStream* s, const Work& w) {
+  const bool modelled = model_applies();
   Frame frame{s, w.seq, t_frames};
   t_frames = &frame;
   struct PopFrame {
@@ -277,9 +285,6 @@ int run_work(emuStream* s, const Work& w) {
     ~PopFrame() { t_frames = prev; }
   } pop{frame.prev};
   emu::TracedWork traced(w.trace);
-  // The performance model applies to work of the stream itself, not to the
-  // copies and launches a kernel makes as part of its own work.
-  const bool modelled = emu::g_model.active && frame.prev == nullptr;
 
   switch (w.kind) {
     case WorkKind::kMemcpy:
@@ -764,7 +769,7 @@ emuError_t emuMemcpy(void* dst, const void* src, size_t n, emuMemcpyKind kind) {
   emu::TracedCall traced(emuActivityKindMemcpy, plan.devices[0] >= 0 ? plan.devices[0] : plan.devices[1],
                          /*stream=*/0, kind, n);
   emu::TracedWork traced_work(traced.record());
-  copy_bytes(copy_work(plan, dst, src, n), emu::g_model.active && t_frames == nullptr);
+  copy_bytes(copy_work(plan, dst, src, n), model_applies());
   return emuSuccess;
 }
 

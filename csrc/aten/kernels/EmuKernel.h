@@ -350,8 +350,8 @@ bool runs_as_is(const Impl& op) {
 // dtypes: they take oneDNN's path, as on CPU, and leave the setting alone.
 template <typename Impl>
 inline constexpr bool onednn_in_low_precision = false;
-// Ops whose impl() takes CPU's path only for CPU tensors (gelu's oneDNN erf,
-// mean's sum-then-divide): always on host aliases, to round as CPU does.
+// Ops whose impl() takes CPU's path only for CPU tensors (gelu's oneDNN
+// erf): always on host aliases, to round as CPU does.
 template <typename Impl>
 inline constexpr bool cpu_path_on_cpu_tensors_only = false;
 
@@ -521,9 +521,8 @@ struct Structured<Impl, N, void (Base::*)(Self, Rest...)> {
           [&] { return replay_functional(outputs_of(op, std::make_index_sequence<N>()), self, rest...); },
           kernel_name<Impl>());
     } else {
-      const std::array<at::Tensor, N> outputs = outputs_of(op, std::make_index_sequence<N>());
       queue_on(
-          device, [&] { known_on_host(outputs, self, rest...); },
+          device, [&] { known_on_host(outputs_of(op, std::make_index_sequence<N>()), self, rest...); },
           [&] { return replay_on_host(outputs_of(op, std::make_index_sequence<N>()), self, rest...); },
           kernel_name<Impl>());
     }

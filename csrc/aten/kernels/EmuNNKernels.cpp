@@ -36,6 +36,11 @@ using kernel::OnHost;
 using kernel::Structured;
 
 // LITERALINCLUDE START: LAYER_NORM
+// A contiguous tensor, or an undefined one (an absent weight or bias) as is.
+at::Tensor contiguous_if_defined(const at::Tensor& t) {
+  return t.defined() ? t.contiguous() : t;
+}
+
 // native_layer_norm as CPU computes it (LayerNormKernel), split so that the
 // kernel is queued: the host checks the inputs and allocates the outputs as
 // layer_norm_cpu does, the queued kernel only fills them.
@@ -65,8 +70,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(const at::Tenso
   at::Tensor y = at::empty_like(x, at::MemoryFormat::Contiguous);
   const at::TensorOptions stats = x.options().dtype(param_scalar_type(input, mixed));
   at::Tensor mean = at::empty({m}, stats), rstd = at::empty({m}, stats);
-  OnDevice<&layer_norm_kernel>::call(x, weight.defined() ? weight.contiguous() : weight,
-                                     bias.defined() ? bias.contiguous() : bias, m, n, eps, y, mean, rstd);
+  OnDevice<&layer_norm_kernel>::call(x, contiguous_if_defined(weight), contiguous_if_defined(bias), m, n, eps, y,
+                                     mean, rstd);
   const c10::DimVector shape = stat_shape(input, normalized_shape.size());
   return {std::move(y), mean.view(shape), rstd.view(shape)};
 }
@@ -87,7 +92,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
   const at::Tensor weight = weight_opt.value_or(at::Tensor()), bias = bias_opt.value_or(at::Tensor());
   const auto [m, n] = _check_layer_norm_inputs(input, normalized_shape, weight, bias);
   const at::Tensor x = input.contiguous();
-  const at::Tensor gamma = weight.defined() ? weight.contiguous() : weight;
+  const at::Tensor gamma = contiguous_if_defined(weight);
   // With no rows the parameter gradients are zeros, and the kernel does not run.
   auto param_grad = [m](bool wanted, const at::Tensor& like) {
     return !wanted ? at::Tensor()
@@ -96,7 +101,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
   };
   at::Tensor grad_x = grad_input_mask[0] ? at::empty_like(x, at::MemoryFormat::Contiguous) : at::Tensor();
   at::Tensor grad_gamma = param_grad(grad_input_mask[1], gamma);
-  at::Tensor grad_beta = param_grad(grad_input_mask[2], bias.defined() ? bias.contiguous() : bias);
+  at::Tensor grad_beta = param_grad(grad_input_mask[2], contiguous_if_defined(bias));
   OnDevice<&layer_norm_backward_kernel>::call(grad_out, x, mean, rstd, gamma, m, n, grad_x, grad_gamma, grad_beta);
   return {std::move(grad_x), std::move(grad_gamma), std::move(grad_beta)};
 }
