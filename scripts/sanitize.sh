@@ -21,7 +21,7 @@ declare -A FLAGS=(
   [asan]="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
   [tsan]="-fsanitize=thread"
 )
-PROGRAMS=(test_runtime test_runtime_stats test_graphs test_faults)
+PROGRAMS=(test_runtime test_runtime_stats test_graphs test_faults test_plugin)
 # The Python tests run against the sanitized extension: the device, memory,
 # streams, asynchronous kernels, native kernels and faults.
 PY_TESTS=(tests/test_faults.py tests/test_streams_events.py tests/test_memory.py tests/test_async_kernels.py

@@ -10,6 +10,13 @@ import torch
 import torch_emu  # noqa: F401  (also loaded by autoload; explicit for clarity)
 
 
+# For the tests of what only the native runtime does (strict mode's memory
+# protection, faults, graphs, IPC...): skipped under TORCH_EMU_RUNTIME=python.
+native_runtime_only = pytest.mark.skipif(
+    torch_emu.runtime.active() != "native", reason="a feature of the native runtime"
+)
+
+
 def run_python(code: str, **env) -> subprocess.CompletedProcess:
     """Runs ``code`` (dedented) in a fresh interpreter with ``env`` added to
     the environment; imported by the tests as ``from conftest import run_python``."""

@@ -12,6 +12,7 @@ import sys
 
 import pytest
 import torch
+from conftest import native_runtime_only
 
 import torch_emu
 
@@ -200,6 +201,7 @@ print(ctypes.c_float.from_address(x.data_ptr()).value)  # the bug: a host read, 
 """
 
 
+@native_runtime_only
 def test_strict_mode_catches_a_host_read_of_a_pending_result():
     env = dict(os.environ, TORCH_EMU_STRICT="1")
     r = subprocess.run([sys.executable, "-c", STRICT_SCRIPT], env=env, capture_output=True, text=True,

@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from conftest import run_python
+from conftest import native_runtime_only, run_python
 
 
 def test_import_torch_alone_loads_emu():
@@ -116,6 +116,7 @@ def test_fork_before_first_use_is_fine():
     assert r.stdout.split() == ["0"]
 
 
+@native_runtime_only
 def test_strict_mode_faults_on_host_access():
     r = run_python(
         """

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import torch_emu
-from conftest import run_python
+from conftest import native_runtime_only, run_python
 from torch_emu.emu.parity import CannotApplyOnEmu
 
 # The runtime's C API, as a library creating its own streams would call it.
@@ -207,6 +207,7 @@ def _idle_for_a_period():
     time.sleep(torch_emu._C._utilization_period_ms() / 1000 + 0.1)
 
 
+@native_runtime_only
 def test_utilization_and_memory_usage_measure_kernels(baseline_memory):
     _idle_for_a_period()
     assert (torch.emu.utilization(0), torch.emu.memory_usage(0)) == (0, 0)
@@ -226,6 +227,7 @@ def test_utilization_and_memory_usage_measure_kernels(baseline_memory):
     del x
 
 
+@native_runtime_only
 def test_memory_usage_counts_copies_without_kernels(baseline_memory):
     _idle_for_a_period()
     host = torch.randn(4 << 20).pin_memory()

@@ -8,7 +8,7 @@ import copy
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import run_python
+from conftest import native_runtime_only, run_python
 
 import torch_emu
 from torch_emu.tools import fallback_report
@@ -310,6 +310,7 @@ STRICT_CODE = """
 """
 
 
+@native_runtime_only
 def test_strict_mode():
     result = run_python(STRICT_CODE, TORCH_EMU_STRICT="1")
     assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-2000:]

@@ -61,6 +61,11 @@ def test_faults(build_dir, runtime_objects):
     return _compile(build_dir / "test_faults", *runtime_objects, str(NATIVE / "test_faults.cpp"))
 
 
+@pytest.fixture(scope="module")
+def test_plugin(build_dir, runtime_objects):
+    return _compile(build_dir / "test_plugin", *runtime_objects, str(NATIVE / "test_plugin.cpp"))
+
+
 def _env(**overrides):
     env = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_EMU_")}
     env.update(overrides)
@@ -92,6 +97,13 @@ def test_faults_and_performance_model_native(test_faults):
     result = _run([test_faults], env=_env(TORCH_EMU_PROFILE="h2d=1GB/s,launch=2ms"))
     assert result.returncode == 0, f"exit code {result.returncode}\n{result.stdout}\n{result.stderr}"
     assert "all fault and model checks passed" in result.stdout
+
+
+@pytest.mark.parametrize("mode", ["", "late"])
+def test_another_runtime_plugs_in_native(test_plugin, mode):
+    result = _run([test_plugin, mode] if mode else [test_plugin])
+    assert result.returncode == 0, f"exit code {result.returncode}\n{result.stdout}\n{result.stderr}"
+    assert "all plugin checks passed" in result.stdout
 
 
 def test_exit_with_live_streams_does_not_hang(test_runtime):

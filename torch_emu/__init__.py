@@ -24,6 +24,9 @@ import torch  # noqa: E402
 
 # LITERALINCLUDE START: BACKEND_REGISTRATION
 from . import _C  # noqa: F401  (static registrations run when the library loads)
+from .runtime import install_from_environment as _install_runtime  # noqa: E402
+
+_install_runtime()  # TORCH_EMU_RUNTIME: which runtime implements the device (native by default)
 
 torch.utils.rename_privateuse1_backend("emu")
 

@@ -222,7 +222,7 @@ void record_trace(DeviceCache& dc, TraceEntry::Action action, const void* addr, 
   if (dc.skip_actions & (1u << action)) {
     return;
   }
-  TraceEntry entry(action, dc.index, reinterpret_cast<size_t>(addr), size, native_stream(stream), pool,
+  TraceEntry entry(action, dc.index, reinterpret_cast<size_t>(addr), size, reported_stream(stream), pool,
                    c10::getTime(), std::move(context));
   if (dc.trace.size() < dc.max_entries) {
     dc.trace.push_back(std::move(entry));
@@ -1009,7 +1009,7 @@ AllocatorSnapshot EmuDeviceAllocator::snapshot(c10::MempoolId_t mempool_id, bool
       SegmentInfo& segment = out.segments.emplace_back();
       segment.device = i;
       segment.address = reinterpret_cast<size_t>(head->ptr);
-      segment.stream = native_stream(head->stream);
+      segment.stream = reported_stream(head->stream);
       segment.is_large = !head->small;
       segment.owner_private_pool_id = pool_id(head);
       for (const Block* b = head; b != nullptr; b = b->next) {

@@ -135,6 +135,13 @@ emuStream_t native_stream(const c10::Stream& stream) {
   return streams_of(resolve(stream.device_index())).streams[id];
 }
 
+emuStream_t reported_stream(const c10::Stream& stream) {
+  if (stream.id() >= kStreamsPerDevice) {
+    return reinterpret_cast<emuStream_t>(static_cast<intptr_t>(stream.id()));
+  }
+  return native_stream(stream);
+}
+
 // LITERALINCLUDE START: EXTERNAL_STREAM
 c10::Stream stream_from_external(emuStream_t handle, c10::DeviceIndex device) {
   int owner = -1;

@@ -28,6 +28,9 @@ bool device_initialized(c10::DeviceIndex index);
 
 // The runtime stream behind a c10::Stream of type PrivateUse1.
 emuStream_t native_stream(const c10::Stream& stream);
+// The same, unchecked, for reports (memory snapshots and history) that name the
+// stream of a cached block: an external stream may be destroyed since.
+emuStream_t reported_stream(const c10::Stream& stream);
 // device < 0 means the current device.
 c10::Stream default_stream(c10::DeviceIndex device = -1);
 c10::Stream current_stream(c10::DeviceIndex device = -1);

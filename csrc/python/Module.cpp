@@ -57,6 +57,7 @@ void init_ipc_bindings(pybind11::module& m); // IpcBindings.cpp
 void init_graph_bindings(pybind11::module& m); // GraphBindings.cpp
 void init_memory_bindings(pybind11::module& m); // MemoryBindings.cpp
 void init_fault_bindings(pybind11::module& m); // FaultBindings.cpp
+void init_runtime_bindings(pybind11::module& m); // RuntimeBindings.cpp
 
 // LITERALINCLUDE START: PYTHON_BINDINGS
 PYBIND11_MODULE(_C, m) {
@@ -141,6 +142,7 @@ PYBIND11_MODULE(_C, m) {
   init_graph_bindings(m);
   init_memory_bindings(m);
   init_fault_bindings(m);
+  init_runtime_bindings(m);
 }
 // LITERALINCLUDE END: PYTHON_BINDINGS
 

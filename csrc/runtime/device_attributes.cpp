@@ -1,7 +1,9 @@
 // emuDeviceGetAttribute and emuDeviceGetUuid. The emulated device's
 // multiprocessors are the host's threads and its memory is host memory, so the
 // attributes that have a real value come from the host; the others are the
-// documented constants of emu_runtime_attributes.h.
+// documented constants of emu_runtime_attributes.h. Nothing here depends on
+// which runtime is installed (emu_runtime_plugin.h): devices are checked
+// through the API.
 
 #include <unistd.h>
 
@@ -47,7 +49,6 @@ uint64_t fnv1a(const std::string& text, uint64_t hash) {
 extern "C" {
 
 emuError_t emuDeviceGetAttribute(int* value, emuDeviceAttr attr, int device) {
-  EMU_API_ENTER();
   if (value == nullptr) return emu::set_error(emuErrorInvalidValue, "emuDeviceGetAttribute: value is null");
   if (emuError_t err = emu::check_device("emuDeviceGetAttribute", device)) return err;
   switch (attr) {
@@ -66,7 +67,6 @@ emuError_t emuDeviceGetAttribute(int* value, emuDeviceAttr attr, int device) {
 }
 
 emuError_t emuDeviceGetUuid(unsigned char uuid[16], int device) {
-  EMU_API_ENTER();
   if (uuid == nullptr) return emu::set_error(emuErrorInvalidValue, "emuDeviceGetUuid: uuid is null");
   if (emuError_t err = emu::check_device("emuDeviceGetUuid", device)) return err;
   const std::string key = host_identity() + "/emu:" + std::to_string(device);

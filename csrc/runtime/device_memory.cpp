@@ -405,7 +405,8 @@ void restore_device_memory(int device, const MemorySnapshot& snapshot) {
 using emu::format_bytes;
 using emu::set_error;
 
-extern "C" {
+// The native runtime's memory calls (runtime_dispatch.cpp makes them the API).
+namespace emu::native {
 
 emuError_t emuMalloc(void** ptr, size_t size) {
   EMU_API_ENTER();
@@ -547,4 +548,4 @@ emuError_t emuPointerGetAttributes(emuPointerAttributes* attr, const void* ptr) 
   return emuSuccess;
 }
 
-} // extern "C"
+} // namespace emu::native

@@ -49,6 +49,8 @@ typedef enum emuError_t {
   emuErrorStreamCaptureInvalidated = 10, // the capture was invalidated by such a call
   emuErrorDeviceLost = 11,           // the device is gone: every later call fails (emu_runtime_faults.h)
   emuErrorEccUncorrectable = 12,     // a copy hit an uncorrectable memory error (emu_runtime_faults.h)
+  emuErrorNotSupported = 13,         // the installed runtime does not provide this call (emu_runtime_plugin.h)
+  emuErrorUnknown = 14,              // the runtime failed in a way it could not classify
 } emuError_t;
 
 const char* emuGetErrorName(emuError_t error);

@@ -159,6 +159,10 @@ void note_device_state_created() {
 }
 
 emuError_t init_slow(const char* call, bool releases) {
+  if (plugged_runtime()) {
+    return set_error(emuErrorNotSupported, "%s: not provided by the '%s' runtime; it is a call of the native "
+                     "runtime (unset TORCH_EMU_RUNTIME to use it)", call, emuRuntimeName());
+  }
   if (g_device_lost.load(std::memory_order_acquire)) {
     if (releases) return emuSuccess;
     return set_error(emuErrorDeviceLost, "%s: the emu device was lost (%s); every call fails from then on, "
@@ -188,10 +192,13 @@ emuError_t set_error(emuError_t err, const char* fmt, ...) {
   return err;
 }
 
+// Through the API, so that it serves any installed runtime (device_attributes.cpp).
 emuError_t check_device(const char* call, int device) {
-  if (device < 0 || device >= g_config.device_count) {
+  int count = 0;
+  if (emuError_t err = emuGetDeviceCount(&count)) return err;
+  if (device < 0 || device >= count) {
     return set_error(emuErrorInvalidDevice, "%s: invalid device index %d (there are %d emu devices)",
-                     call, device, g_config.device_count);
+                     call, device, count);
   }
   return emuSuccess;
 }
@@ -238,6 +245,8 @@ const char* emuGetErrorName(emuError_t error) {
     case emuErrorStreamCaptureInvalidated: return "emuErrorStreamCaptureInvalidated";
     case emuErrorDeviceLost: return "emuErrorDeviceLost";
     case emuErrorEccUncorrectable: return "emuErrorEccUncorrectable";
+    case emuErrorNotSupported: return "emuErrorNotSupported";
+    case emuErrorUnknown: return "emuErrorUnknown";
   }
   return "emuErrorUnknown";
 }
@@ -257,6 +266,8 @@ const char* emuGetErrorString(emuError_t error) {
     case emuErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
     case emuErrorDeviceLost: return "device lost";
     case emuErrorEccUncorrectable: return "uncorrectable ECC error encountered";
+    case emuErrorNotSupported: return "operation not supported";
+    case emuErrorUnknown: return "unknown error";
   }
   return "unrecognized error code";
 }
@@ -264,6 +275,15 @@ const char* emuGetErrorString(emuError_t error) {
 const char* emuGetLastErrorMessage(void) {
   return emu::t_last_error;
 }
+
+void emuRuntimeSetErrorMessage(const char* message) {
+  std::snprintf(emu::t_last_error, sizeof(emu::t_last_error), "%s", message != nullptr ? message : "");
+}
+
+} // extern "C"
+
+// The native runtime's device calls (runtime_dispatch.cpp makes them the API).
+namespace emu::native {
 
 emuError_t emuGetDeviceCount(int* count) {
   EMU_API_ENTER();
@@ -304,4 +324,4 @@ int emuStrictMode(void) {
   return emu::ensure_init("emuStrictMode") == emuSuccess && emu::g_config.strict ? 1 : 0;
 }
 
-} // extern "C"
+} // namespace emu::native

@@ -12,7 +12,17 @@
 
 #include "runtime/emu_runtime.h"
 #include "runtime/emu_runtime_perf.h"
+#include "runtime/emu_runtime_plugin.h"
 #include "runtime/emu_runtime_trace.h"
+
+// The native runtime's implementation of each call of the runtime table; the
+// public emu* names forward to the installed runtime (runtime_dispatch.cpp).
+namespace emu::native {
+#define EMU_NATIVE_DECLARATION(name, params, args) emuError_t name params;
+EMU_RUNTIME_CALLS(EMU_NATIVE_DECLARATION)
+#undef EMU_NATIVE_DECLARATION
+int emuStrictMode(void);
+} // namespace emu::native
 
 namespace emu {
 
@@ -42,6 +52,12 @@ extern std::atomic<bool> g_device_lost;
 // `releases`: the call only releases resources (emuFree...), which still
 // succeeds once the device is lost, so that programs can tear down.
 emuError_t init_slow(const char* call, bool releases = false);
+
+// ---- runtime_dispatch.cpp: which runtime is installed ----------------------
+
+// True once another runtime was installed (emu_runtime_plugin.h): the native
+// runtime then never initialises, and its own calls fail.
+bool plugged_runtime();
 
 // Called when the process first creates device state (device memory, pinned
 // memory, streams). Only such a process poisons its forked children: reading

@@ -600,7 +600,9 @@ emuError_t capture_hook(const char* call, emuStream* s, const GraphNode& node, b
 
 } // namespace emu
 
-extern "C" {
+// The native runtime's stream, copy, launch and event calls (runtime_dispatch.cpp
+// makes them the API).
+namespace emu::native {
 
 emuError_t emuDeviceGetStreamPriorityRange(int* least, int* greatest) {
   EMU_API_ENTER();
@@ -681,14 +683,6 @@ emuError_t emuStreamGetDevice(emuStream_t stream, int* device) {
   }
   return set_error(emuErrorInvalidResourceHandle, "emuStreamGetDevice: %p is not a live emu stream",
                    static_cast<const void*>(stream));
-}
-
-emuError_t emuStreamGetId(emuStream_t stream, uint64_t* id) {
-  EMU_API_ENTER();
-  if (emuError_t err = check_stream("emuStreamGetId", stream)) return err;
-  if (id == nullptr) return set_error(emuErrorInvalidValue, "emuStreamGetId: id is null");
-  *id = stream->id;
-  return emuSuccess;
 }
 
 emuError_t emuStreamGetPriority(emuStream_t stream, int* priority) {
@@ -998,6 +992,18 @@ emuError_t emuEventElapsedTime(float* ms, emuEvent_t start, emuEvent_t end) {
     stamps[i] = e->stamp;
   }
   *ms = std::chrono::duration<float, std::milli>(stamps[1] - stamps[0]).count();
+  return emuSuccess;
+}
+
+} // namespace emu::native
+
+extern "C" {
+
+emuError_t emuStreamGetId(emuStream_t stream, uint64_t* id) {
+  EMU_API_ENTER();
+  if (emuError_t err = check_stream("emuStreamGetId", stream)) return err;
+  if (id == nullptr) return set_error(emuErrorInvalidValue, "emuStreamGetId: id is null");
+  *id = stream->id;
   return emuSuccess;
 }
 

@@ -9,9 +9,9 @@ when emu starts, e.g. ``TORCH_EMU_FAULTS="oom:limit=64MiB;kernel:after=100"``.
 """
 
 import os
-import re
 
 from .. import _C
+from ..runtime.config import parse_bytes
 
 __all__ = ["Fault", "inject", "remove_all", "KINDS"]
 
@@ -96,17 +96,6 @@ def remove_all() -> None:
 # LITERALINCLUDE END: FAULT_API
 
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
-
-
-def _parse_bytes(text: str) -> int:
-    match = _SIZE.match(text)
-    if match is None:
-        raise ValueError(f"TORCH_EMU_FAULTS: {text!r} is not a size (e.g. 512MiB)")
-    unit = (match.group(2) or "b")[0].lower()
-    return int(float(match.group(1)) * 1024 ** "bkmgt".index(unit))
-
-
 def _parse(spec: str) -> list[dict]:
     """``kind[:key=value,flag,...];...`` -> keyword arguments of inject()."""
     faults = []
@@ -118,7 +107,7 @@ def _parse(spec: str) -> list[dict]:
             if key in ("after", "times", "device") and sep:
                 kwargs[key] = int(value)
             elif key == "limit" and sep:
-                kwargs["limit"] = _parse_bytes(value)
+                kwargs["limit"] = parse_bytes(value, "TORCH_EMU_FAULTS")
             elif key == "op" and sep:
                 kwargs["op"] = value
             else:
