@@ -136,7 +136,7 @@ def test_selected_by_the_environment_and_trains_like_the_native_runtime():
         from torch_emu.demo import train
         print(torch_emu.runtime.active(), train("emu:0", 30, progress=False)[0])
     """
-    native = run_python(code)
+    native = run_python(code, TORCH_EMU_RUNTIME="native")
     python = run_python(code, TORCH_EMU_RUNTIME="python")
     assert native.returncode == 0 and python.returncode == 0, native.stderr + python.stderr
     native_name, native_losses = native.stdout.split(" ", 1)
@@ -200,7 +200,7 @@ def test_install_is_checked():
         except torch.AcceleratorError as e:
             print("late:", "already in use" in str(e))
         print(runtime.active())
-    """)
+    """, TORCH_EMU_RUNTIME="native")
     assert out.stdout.split() == ["type:", "True", "late:", "True", "native"], out.stderr
 
 
@@ -224,7 +224,7 @@ def test_a_runtime_that_raises_is_a_clear_error():
         except torch.AcceleratorError as e:
             print("emuErrorUnknown" in str(e), "ZeroDivisionError: no memory today" in str(e))
         print(torch.emu.memory_allocated())
-    """)
+    """, TORCH_EMU_RUNTIME="native")
     assert result.stdout.split() == ["True", "True", "0"], result.stderr
 
 

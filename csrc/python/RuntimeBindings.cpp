@@ -362,7 +362,6 @@ emuError_t event_elapsed_time(float* ms, emuEvent_t start, emuEvent_t end) {
   });
 }
 
-// LITERALINCLUDE START: PYTHON_TABLE
 const emuRuntimeTable kPythonRuntime = {
     "python",
     device_count, get_device, set_device, device_properties, device_synchronize, mem_get_info,
@@ -372,7 +371,6 @@ const emuRuntimeTable kPythonRuntime = {
     launch_host_func_async, launch_kernel, launch_kernel_async, kernel_set_error_message,
     event_create, event_destroy, event_record, event_query, event_synchronize, event_elapsed_time,
 };
-// LITERALINCLUDE END: PYTHON_TABLE
 
 } // namespace
 

@@ -1,0 +1,100 @@
+"""What the runtime in Python costs: the same work on the native runtime and on the Python reference runtime.
+
+    .venv/bin/python benchmarks/bench_python_runtime.py [--quick] [--json PATH]
+
+For each runtime (TORCH_EMU_RUNTIME unset, then =python), in a process of its
+own, with CPU measured in the same process: a small op (x + 1 on 8 floats,
+synchronised every 100 ops), a 512x512 matmul, a 64 MiB copy host→emu, and a
+training step of the demo's MLP (batch 256). The per-op cost of the Python
+runtime is what its bridge calls cost (each takes the GIL and calls a Python
+method), plus its kernels: a launch with work queued runs on a Python thread.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+RUNTIMES = ("native", "python")
+
+
+def measure(quick: bool) -> dict:
+    import torch
+    import torch_emu
+    from torch_emu.demo import train
+
+    repeats = 3 if quick else 7
+
+    def best(fn, sync, n=1) -> float:
+        fn()  # warm-up
+        times = []
+        for _ in range(repeats):
+            sync()
+            start = time.perf_counter()
+            fn()
+            sync()
+            times.append((time.perf_counter() - start) / n)
+        return min(times)
+
+    def on(device):
+        sync = torch.emu.synchronize if device == "emu" else (lambda: None)
+        small = torch.randn(8, device=device)
+        big = torch.randn(512, 512, device=device)
+        host = torch.empty(64 * 2**20, dtype=torch.uint8)
+        dst = torch.empty_like(host, device=device)
+
+        def small_ops():
+            for i in range(1000):
+                small.add(1)
+                if i % 100 == 99:
+                    sync()
+
+        steps = 5 if quick else 20
+        train(device, 3, progress=False)  # warm-up
+        return {
+            "small op": best(small_ops, sync, 1000),
+            "matmul 512": best(lambda: big @ big, sync),
+            "copy 64 MiB": best(lambda: dst.copy_(host), sync),
+            "training step": min(train(device, steps, progress=False)[1] for _ in range(2 if quick else 3)),
+        }
+
+    return {"runtime": torch_emu.runtime.active(), "emu": on("emu"), "cpu": on("cpu")}
+
+
+def main() -> int:
+    if "--child" in sys.argv:
+        print(json.dumps(measure("--quick" in sys.argv)))
+        return 0
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from bench_foundation import finish, machine_info, parse_args, row
+
+    args = parse_args(__doc__.split("\n\n")[0])
+    machine = machine_info(args.quick)
+    start = time.perf_counter()
+    cmd = [sys.executable, os.path.abspath(__file__), "--child"] + (["--quick"] if args.quick else [])
+    results = {}
+    for runtime in RUNTIMES:
+        env = {k: v for k, v in os.environ.items() if k != "TORCH_EMU_RUNTIME"}
+        if runtime != "native":
+            env["TORCH_EMU_RUNTIME"] = runtime
+        out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True, timeout=1200)
+        results[runtime] = json.loads(out.stdout.strip().splitlines()[-1])
+        assert results[runtime]["runtime"] == runtime
+    rows, lines = [], []
+    for work in results["native"]["emu"]:
+        for runtime in RUNTIMES:
+            r = results[runtime]
+            unit = "µs" if work == "small op" else "ms"
+            scale = 1e6 if unit == "µs" else 1e3
+            rows.append(row(f"{work}, {runtime} runtime", unit, r["emu"][work] * scale, r["cpu"][work] * scale,
+                            r["emu"][work] / r["cpu"][work]))
+        native, python = results["native"]["emu"][work], results["python"]["emu"][work]
+        lines.append(f"- {work}: the Python runtime takes {python / native:.2f}× the native runtime's time"
+                     + (f" (+{(python - native) * 1e6:.1f} µs per op)" if work == "small op" else "") + ".")
+    notes = "\nPython runtime against native, same work:\n" + "\n".join(lines)
+    return finish(args, start, machine, rows, notes)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
