@@ -6,7 +6,7 @@ import time
 import torch
 from tqdm import tqdm
 
-from . import _C
+from . import _C, runtime
 
 
 def _make_data(n: int = 2048, classes: int = 4, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -85,7 +85,7 @@ def run(steps: int = 300, device: str = "emu:0") -> int:
     queued, at_once, waited = (after - b for after, b in zip(_C._launch_counts(), before))
     cpu_losses, cpu_step = train("cpu", steps, progress=False)
     max_diff = max(abs(a - b) for a, b in zip(emu_losses, cpu_losses))
-    print("\nDevices")
+    print(f"\nDevices (runtime: {runtime.active()})")
     print(device_table())
     print("\nLoss (every 10 steps), emu vs CPU from the same seed")
     print(f"  first {emu_losses[0]:.4f} vs {cpu_losses[0]:.4f}, final {emu_losses[-1]:.4f} vs {cpu_losses[-1]:.4f}")

@@ -16,22 +16,9 @@
 #include "runtime/emu_runtime_faults.h"
 #include "runtime/emu_runtime_perf.h"
 
+#include "check.h"
+
 namespace {
-
-#define CHECK(cond)                                                                                  \
-  do {                                                                                               \
-    if (!(cond)) {                                                                                   \
-      std::fprintf(stderr, "CHECK failed at %s:%d: %s\n  last error message: %s\n", __FILE__,       \
-                   __LINE__, #cond, emuGetLastErrorMessage());                                       \
-      std::exit(1);                                                                                  \
-    }                                                                                                \
-  } while (0)
-#define CHECK_ERR(expr, code) CHECK((expr) == (code))
-#define CHECK_OK(expr) CHECK_ERR(expr, emuSuccess)
-
-bool contains(const char* haystack, const char* needle) {
-  return std::strstr(haystack, needle) != nullptr;
-}
 
 int fault(emuFaultKind kind, uint64_t after, uint64_t times, size_t limit = 0) {
   const emuFaultSpec spec{kind, -1, after, times, limit, nullptr};

@@ -13,20 +13,9 @@
 #include "runtime/emu_runtime_faults.h"
 #include "runtime/emu_runtime_plugin.h"
 
+#include "check.h"
+
 namespace {
-
-#define CHECK(cond)                                                                                  \
-  do {                                                                                               \
-    if (!(cond)) {                                                                                   \
-      std::fprintf(stderr, "CHECK failed at %s:%d: %s\n  last error message: %s\n", __FILE__,       \
-                   __LINE__, #cond, emuGetLastErrorMessage());                                       \
-      std::exit(1);                                                                                  \
-    }                                                                                                \
-  } while (0)
-
-bool contains(const char* haystack, const char* needle) {
-  return std::strstr(haystack, needle) != nullptr;
-}
 
 // The toy runtime: three devices, a malloc that counts, everything else
 // unsupported.

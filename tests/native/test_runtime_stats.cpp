@@ -15,16 +15,9 @@
 #include "runtime/emu_runtime_attributes.h"
 #include "runtime/emu_runtime_stats.h"
 
-namespace {
+#include "check.h"
 
-#define CHECK(cond)                                                                                 \
-  do {                                                                                              \
-    if (!(cond)) {                                                                                  \
-      std::fprintf(stderr, "CHECK failed at %s:%d: %s\n  last error message: %s\n", __FILE__, __LINE__, \
-                   #cond, emuGetLastErrorMessage());                                                \
-      _exit(1);                                                                                     \
-    }                                                                                               \
-  } while (0)
+namespace {
 
 void sleep_ms(int ms) {
   std::this_thread::sleep_for(std::chrono::milliseconds(ms));
