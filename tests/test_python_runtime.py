@@ -170,7 +170,7 @@ def test_queued_kernel_failure_surfaces_at_the_next_sync():
         except (IndexError, torch.AcceleratorError) as e:
             print(type(e).__name__, "out of range" in str(e) or "out of bounds" in str(e))
         print((x + 1).sum().item() == (x.cpu() + 1).sum().item())
-    """, TORCH_EMU_LAUNCH_QUEUED="1")
+    """, TORCH_EMU_LAUNCH_QUEUED="1", TORCH_EMU_LAUNCH_BLOCKING="0")
     assert out.split() == ["AcceleratorError", "True", "True"]
 
 
