@@ -18,9 +18,7 @@ reported, never enforced.
 """
 
 import copy
-import json
 import os
-import subprocess
 import sys
 import time
 
@@ -30,7 +28,8 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_ops  # noqa: E402
 import bench_recurrent  # noqa: E402
-from bench_foundation import bench, finish, machine_info, no_sync, parse_args, row, sync_emu  # noqa: E402
+from bench_foundation import (bench, finish, machine_info, no_sync, parse_args, row, run_in_child,  # noqa: E402
+                             serve_child, sync_emu)
 
 import torch_emu  # noqa: E402,F401
 
@@ -167,9 +166,7 @@ def in_child(mode: str, quick: bool) -> dict:
     """measure() in a process with launch mode `mode`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_EMU_LAUNCH_")}
     env.update(MODES[mode])
-    cmd = [sys.executable, os.path.abspath(__file__), "--child"] + (["--quick"] if quick else [])
-    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True, timeout=1800).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    return run_in_child(__file__, env, quick)
 
 
 def share(r: dict) -> str:
@@ -178,8 +175,7 @@ def share(r: dict) -> str:
 
 
 def main() -> int:
-    if "--child" in sys.argv:
-        print(json.dumps(measure("--quick" in sys.argv)))
+    if serve_child(measure):
         return 0
     args = parse_args(__doc__.split("\n\n")[0])
     machine = machine_info(args.quick)

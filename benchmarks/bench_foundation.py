@@ -17,6 +17,8 @@ import json
 import os
 import platform
 import statistics
+import subprocess
+import sys
 import time
 
 import torch
@@ -140,6 +142,24 @@ def bench_copies(quick: bool) -> list:
     gbps = lambda s: nbytes / s / 1e9  # noqa: E731
     return [row(f"copy 64 MiB {name}", "GB/s", gbps(t[name]), gbps(t["cpu"]),
                 t[name] / t["cpu"]) for name in cases if name != "cpu"]
+
+
+def run_in_child(script: str, env: dict, quick: bool, timeout: int = 1800) -> dict:
+    """Runs ``script --child [--quick]`` in a fresh process with ``env`` (a
+    configuration read at startup: launch mode, runtime, profile) and returns
+    the JSON that its serve_child() printed."""
+    cmd = [sys.executable, os.path.abspath(script), "--child"] + (["--quick"] if quick else [])
+    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True, timeout=timeout).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def serve_child(measure) -> bool:
+    """In a process started by run_in_child: prints measure(quick) as JSON and
+    returns True; elsewhere returns False."""
+    if "--child" not in sys.argv:
+        return False
+    print(json.dumps(measure("--quick" in sys.argv)))
+    return True
 
 
 def row(name, unit, emu, cpu, ratio, target=None) -> dict:

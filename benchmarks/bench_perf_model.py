@@ -13,11 +13,12 @@ side stream while the current stream computes: the share of the copy that
 the overlap hides (a GPU hides all of it when the compute takes as long).
 """
 
-import json
 import os
-import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_foundation import finish, machine_info, parse_args, row, run_in_child, serve_child  # noqa: E402
 
 PROFILES = ("copy=10GB/s", "copy=2GB/s")
 MIB = 2**20
@@ -87,21 +88,15 @@ def measure(quick: bool) -> dict:
 
 
 def main() -> int:
-    if "--child" in sys.argv:
-        print(json.dumps(measure("--quick" in sys.argv)))
+    if serve_child(measure):
         return 0
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from bench_foundation import finish, machine_info, parse_args, row
-
     args = parse_args(__doc__.split("\n\n")[0])
     machine = machine_info(args.quick)
     start = time.perf_counter()
-    cmd = [sys.executable, os.path.abspath(__file__), "--child"] + (["--quick"] if args.quick else [])
     rows, lines = [], []
     for profile in PROFILES:
         env = dict(os.environ, TORCH_EMU_PROFILE=profile)
-        r = json.loads(subprocess.run(cmd, env=env, check=True, capture_output=True, text=True,
-                                      timeout=900).stdout.strip().splitlines()[-1])
+        r = run_in_child(__file__, env, args.quick, timeout=900)
         model_ms = 64 * MIB / r["model"]["h2d_bytes_per_second"] * 1e3
         for direction in ("h2d", "d2h"):
             arrow = "host→emu" if direction == "h2d" else "emu→host"

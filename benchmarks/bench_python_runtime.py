@@ -10,11 +10,12 @@ runtime is what its bridge calls cost (each takes the GIL and calls a Python
 method), plus its kernels: a launch with work queued runs on a Python thread.
 """
 
-import json
 import os
-import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_foundation import finish, machine_info, parse_args, row, run_in_child, serve_child  # noqa: E402
 
 RUNTIMES = ("native", "python")
 
@@ -63,23 +64,17 @@ def measure(quick: bool) -> dict:
 
 
 def main() -> int:
-    if "--child" in sys.argv:
-        print(json.dumps(measure("--quick" in sys.argv)))
+    if serve_child(measure):
         return 0
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from bench_foundation import finish, machine_info, parse_args, row
-
     args = parse_args(__doc__.split("\n\n")[0])
     machine = machine_info(args.quick)
     start = time.perf_counter()
-    cmd = [sys.executable, os.path.abspath(__file__), "--child"] + (["--quick"] if args.quick else [])
     results = {}
     for runtime in RUNTIMES:
         env = {k: v for k, v in os.environ.items() if k != "TORCH_EMU_RUNTIME"}
         if runtime != "native":
             env["TORCH_EMU_RUNTIME"] = runtime
-        out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True, timeout=1200)
-        results[runtime] = json.loads(out.stdout.strip().splitlines()[-1])
+        results[runtime] = run_in_child(__file__, env, args.quick, timeout=1200)
         assert results[runtime]["runtime"] == runtime
     rows, lines = [], []
     for work in results["native"]["emu"]:
