@@ -4,8 +4,9 @@
 
 For each runtime (TORCH_EMU_RUNTIME unset, then =python), in a process of its
 own, with CPU measured in the same process: a small op (x + 1 on 8 floats,
-synchronised every 100 ops), a 512x512 matmul, a 64 MiB copy host→emu, and a
-training step of the demo's MLP (batch 256). The per-op cost of the Python
+synchronised every 100 ops), a 512x512 matmul, a 64 MiB copy host→emu (medians
+of bench_foundation.bench), and the best training step of the demo's MLP
+(batch 256). The per-op cost of the Python
 runtime is what its bridge calls cost (each takes the GIL and calls a Python
 method), plus its kernels: a launch with work queued runs on a Python thread.
 """
@@ -15,7 +16,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_foundation import finish, machine_info, parse_args, row, run_in_child, serve_child  # noqa: E402
+from bench_foundation import (bench, finish, machine_info, no_sync, parse_args, row, run_in_child,  # noqa: E402
+                             serve_child, sync_emu)
 
 RUNTIMES = ("native", "python")
 
@@ -27,38 +29,21 @@ def measure(quick: bool) -> dict:
 
     repeats = 3 if quick else 7
 
-    def best(fn, sync, n=1) -> float:
-        fn()  # warm-up
-        times = []
-        for _ in range(repeats):
-            sync()
-            start = time.perf_counter()
-            fn()
-            sync()
-            times.append((time.perf_counter() - start) / n)
-        return min(times)
-
     def on(device):
-        sync = torch.emu.synchronize if device == "emu" else (lambda: None)
+        sync = sync_emu if device == "emu" else no_sync
         small = torch.randn(8, device=device)
         big = torch.randn(512, 512, device=device)
         host = torch.empty(64 * 2**20, dtype=torch.uint8)
         dst = torch.empty_like(host, device=device)
-
-        def small_ops():
-            for i in range(1000):
-                small.add(1)
-                if i % 100 == 99:
-                    sync()
-
+        times = bench(f"{device} small", {"small op": (lambda: small.add(1), sync)}, number=100,
+                      repeats=repeats, warmup=10)
+        times.update(bench(f"{device} big", {"matmul 512": (lambda: big @ big, sync),
+                                             "copy 64 MiB": (lambda: dst.copy_(host), sync)},
+                           number=3, repeats=repeats, warmup=1))
         steps = 5 if quick else 20
         train(device, 3, progress=False)  # warm-up
-        return {
-            "small op": best(small_ops, sync, 1000),
-            "matmul 512": best(lambda: big @ big, sync),
-            "copy 64 MiB": best(lambda: dst.copy_(host), sync),
-            "training step": min(train(device, steps, progress=False)[1] for _ in range(2 if quick else 3)),
-        }
+        times["training step"] = min(train(device, steps, progress=False)[1] for _ in range(2 if quick else 3))
+        return times
 
     return {"runtime": torch_emu.runtime.active(), "emu": on("emu"), "cpu": on("cpu")}
 
