@@ -137,17 +137,6 @@ emuError_t device_count(int* count) {
   return emuSuccess;
 }
 
-emuError_t check_device(const char* call, int device) {
-  int count = 0;
-  if (emuError_t err = device_count(&count)) return err;
-  if (device < 0 || device >= count) {
-    return fail(emuErrorInvalidDevice, call,
-                "invalid device index " + std::to_string(device) + " (there are " + std::to_string(count) +
-                    " emu devices)");
-  }
-  return emuSuccess;
-}
-
 emuError_t get_device(int* device) {
   if (emuError_t err = null_output("emuGetDevice", device, "device")) return err;
   *device = t_device;
@@ -155,14 +144,14 @@ emuError_t get_device(int* device) {
 }
 
 emuError_t set_device(int device) {
-  if (emuError_t err = check_device("emuSetDevice", device)) return err;
+  if (emuError_t err = emuRuntimeCheckDevice("emuSetDevice", device)) return err;
   t_device = device;
   return emuSuccess;
 }
 
 emuError_t device_properties(emuDeviceProp* prop, int device) {
   if (emuError_t err = null_output("emuGetDeviceProperties", prop, "prop")) return err;
-  if (emuError_t err = check_device("emuGetDeviceProperties", device)) return err;
+  if (emuError_t err = emuRuntimeCheckDevice("emuGetDeviceProperties", device)) return err;
   return forward("emuGetDeviceProperties", [&](py::object& rt) {
     const py::object p = rt.attr("device_properties")(device);
     *prop = emuDeviceProp{};
@@ -175,7 +164,7 @@ emuError_t device_properties(emuDeviceProp* prop, int device) {
 }
 
 emuError_t device_synchronize(int device) {
-  if (emuError_t err = check_device("emuDeviceSynchronize", device)) return err;
+  if (emuError_t err = emuRuntimeCheckDevice("emuDeviceSynchronize", device)) return err;
   return forward("emuDeviceSynchronize", [&](py::object& rt) { rt.attr("synchronize_device")(device); });
 }
 
@@ -183,7 +172,7 @@ emuError_t mem_get_info(int device, size_t* free_bytes, size_t* total_bytes) {
   if (free_bytes == nullptr || total_bytes == nullptr) {
     return fail(emuErrorInvalidValue, "emuMemGetInfo", "null output pointer");
   }
-  if (emuError_t err = check_device("emuMemGetInfo", device)) return err;
+  if (emuError_t err = emuRuntimeCheckDevice("emuMemGetInfo", device)) return err;
   return forward("emuMemGetInfo", [&](py::object& rt) {
     const auto info = rt.attr("mem_get_info")(device).cast<std::pair<size_t, size_t>>();
     *free_bytes = info.first;

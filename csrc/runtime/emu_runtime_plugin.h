@@ -78,6 +78,9 @@ emuError_t emuRuntimeInstall(const emuRuntimeTable* table);
 const char* emuRuntimeName(void);
 // For an installed runtime: sets this thread's emuGetLastErrorMessage.
 void emuRuntimeSetErrorMessage(const char* message);
+// For an installed runtime: emuErrorInvalidDevice with the message every
+// runtime gives (naming `call`) unless 0 <= device < emuGetDeviceCount().
+emuError_t emuRuntimeCheckDevice(const char* call, int device);
 
 #ifdef __cplusplus
 } // extern "C"

@@ -192,7 +192,8 @@ emuError_t set_error(emuError_t err, const char* fmt, ...) {
   return err;
 }
 
-// Through the API, so that it serves any installed runtime (device_attributes.cpp).
+// Through the API, so that it serves any installed runtime (device_attributes.cpp,
+// emuRuntimeCheckDevice).
 emuError_t check_device(const char* call, int device) {
   int count = 0;
   if (emuError_t err = emuGetDeviceCount(&count)) return err;
@@ -278,6 +279,10 @@ const char* emuGetLastErrorMessage(void) {
 
 void emuRuntimeSetErrorMessage(const char* message) {
   std::snprintf(emu::t_last_error, sizeof(emu::t_last_error), "%s", message != nullptr ? message : "");
+}
+
+emuError_t emuRuntimeCheckDevice(const char* call, int device) {
+  return emu::check_device(call, device);
 }
 
 } // extern "C"

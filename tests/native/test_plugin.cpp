@@ -77,6 +77,9 @@ void check_install() {
   int warp = 0;
   CHECK(emuDeviceGetAttribute(&warp, emuDevAttrWarpSize, 2) == emuSuccess && warp == 1);
   CHECK(emuDeviceGetAttribute(&warp, emuDevAttrWarpSize, 3) == emuErrorInvalidDevice);
+  CHECK(emuRuntimeCheckDevice("toyCall", 2) == emuSuccess);
+  CHECK(emuRuntimeCheckDevice("toyCall", 3) == emuErrorInvalidDevice);
+  CHECK(contains(emuGetLastErrorMessage(), "toyCall: invalid device index 3 (there are 3 emu devices)"));
   // The native runtime's own extensions say whose they are.
   const emuFaultSpec spec{emuFaultOutOfMemory, -1, 0, 1, 0, nullptr};
   int id = 0;

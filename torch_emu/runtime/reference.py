@@ -21,6 +21,9 @@ from .interface import DeviceProperties, EmuError, Error, MemcpyKind, MemoryType
 from .streams import Event, Record, Stream
 
 _PAGE = mmap.PAGESIZE
+# Which sides of a copy of each kind are device memory: (destination, source).
+_DEVICE_SIDES = {MemcpyKind.HOST_TO_HOST: (False, False), MemcpyKind.HOST_TO_DEVICE: (True, False),
+                 MemcpyKind.DEVICE_TO_HOST: (False, True), MemcpyKind.DEVICE_TO_DEVICE: (True, True)}
 
 
 def _pages(size: int) -> int:
@@ -137,11 +140,15 @@ class ReferenceRuntime(Runtime):
         with self._lock:
             return [(handle, s) for handle, s in self._streams.items() if s.device == device]
 
-    def synchronize_device(self, device: int) -> None:
+    def _drain_device(self, device: int) -> list[tuple[int, Stream]]:
+        """Waits for every stream of ``device``; returns them."""
         streams = self._device_streams(device)
         for _, stream in streams:
             stream.drain()
-        for handle, stream in streams:
+        return streams
+
+    def synchronize_device(self, device: int) -> None:
+        for handle, stream in self._drain_device(device):
             stream.take_failure(handle)
 
     # -- memory ----------------------------------------------------------------
@@ -173,10 +180,11 @@ class ReferenceRuntime(Runtime):
         self._check_config()
         if size == 0:
             return 0
-        mapping = mmap.mmap(-1, _pages(size))
+        size = _pages(size)
+        mapping = mmap.mmap(-1, size)
         base = _address(mapping)
         with self._lock:
-            self._pinned[base] = (mapping, _pages(size))
+            self._pinned[base] = (mapping, size)
             bisect.insort(self._pinned_bases, base)
         return base
 
@@ -206,11 +214,11 @@ class ReferenceRuntime(Runtime):
     def _plan_copy(self, dst: int, src: int, size: int, kind: int) -> tuple[list[int], bool]:
         """Checks both sides against ``kind``; returns the devices involved and
         whether a host side is pageable."""
-        kind = MemcpyKind(kind) if kind in MemcpyKind._value2member_map_ else None
-        if kind is None:
-            raise EmuError(Error.INVALID_VALUE, "invalid memcpy kind")
-        want = {MemcpyKind.HOST_TO_HOST: (False, False), MemcpyKind.HOST_TO_DEVICE: (True, False),
-                MemcpyKind.DEVICE_TO_HOST: (False, True), MemcpyKind.DEVICE_TO_DEVICE: (True, True)}[kind]
+        try:
+            kind = MemcpyKind(kind)
+        except ValueError:
+            raise EmuError(Error.INVALID_VALUE, f"invalid memcpy kind {kind}") from None
+        want = _DEVICE_SIDES[kind]
         devices, pageable = [], False
         for side, ptr, want_device in (("destination", dst, want[0]), ("source", src, want[1])):
             if ptr == 0:
@@ -234,8 +242,7 @@ class ReferenceRuntime(Runtime):
             return
         devices, _ = self._plan_copy(dst, src, size, kind)
         for device in set(devices):
-            for _, stream in self._device_streams(device):
-                stream.drain()
+            self._drain_device(device)
         ctypes.memmove(dst, src, size)
 
     def memcpy_async(self, dst: int, src: int, size: int, kind: int, stream: int) -> None:
@@ -253,11 +260,15 @@ class ReferenceRuntime(Runtime):
     # LITERALINCLUDE END: REFERENCE_COPY
 
     # -- streams ---------------------------------------------------------------
+    @staticmethod
+    def _live(table: dict, handle: int, what: str):
+        found = table.get(handle)
+        if found is None:
+            raise EmuError(Error.INVALID_RESOURCE_HANDLE, f"{handle:#x} is not a live emu {what}")
+        return found
+
     def _stream(self, handle: int) -> Stream:
-        stream = self._streams.get(handle)
-        if stream is None:
-            raise EmuError(Error.INVALID_RESOURCE_HANDLE, f"{handle:#x} is not a live emu stream")
-        return stream
+        return self._live(self._streams, handle, "stream")
 
     def stream_create(self, device: int, priority: int) -> int:
         stream = Stream(device, min(0, max(-1, priority)))
@@ -316,10 +327,7 @@ class ReferenceRuntime(Runtime):
 
     # -- events ----------------------------------------------------------------
     def _event(self, handle: int) -> Event:
-        event = self._events.get(handle)
-        if event is None:
-            raise EmuError(Error.INVALID_RESOURCE_HANDLE, f"{handle:#x} is not a live emu event")
-        return event
+        return self._live(self._events, handle, "event")
 
     def event_create(self, timing: bool) -> int:
         event = Event(timing)
