@@ -179,11 +179,39 @@ def test_launch_counts_show_what_ran_asynchronously(baseline_memory):
 
 def test_idle_stream_runs_a_kernel_at_once_in_auto_mode(baseline_memory):
     if torch_emu._C._launch_mode() != "auto":
-        pytest.skip("TORCH_EMU_LAUNCH_QUEUED=1: every kernel is queued")
+        pytest.skip("queued launch mode: every kernel is queued")
     x = torch.zeros(4, device="emu")
     torch.emu.synchronize()
     x.add_(1)
     assert torch.emu.current_stream().query()  # nothing was left to overlap with
+
+
+@pytest.mark.skipif(torch.get_num_threads() < 2, reason="needs a kernel with OpenMP threads")
+def test_scratch_allocated_on_a_kernels_openmp_threads_keeps_stream_order(baseline_memory):
+    """Attention's backward allocates device memory on its OpenMP threads,
+    which do not carry the kernel's thread-locals. That memory must not be a
+    block freed after the kernel's launch that a later kernel still reads.
+    Queued behind a sleep, the backward runs when the embedding's backward
+    waits for it, on the waiting thread's whole OpenMP team."""
+    torch.manual_seed(0)
+    emb, norm = torch.nn.Embedding(10, 8), torch.nn.LayerNorm(8)
+    attn = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+    tokens, target = torch.randint(0, 10, (3, 6)), torch.randint(0, 8, (3,))
+
+    def grads(device):
+        mods = [m.to(device) for m in (emb, norm, attn)]
+        for m in mods:
+            m.zero_grad(set_to_none=True)
+        h = norm(emb(tokens.to(device)))
+        h = attn(h, h, h, need_weights=False)[0] + torch.nn.functional.gelu(h)
+        loss = torch.nn.functional.cross_entropy(torch.tanh(h.sum(1)), target.to(device))
+        if device == "emu":
+            sleep_ms(50)  # the whole backward is queued
+        loss.backward()
+        return [p.grad.to("cpu", copy=True) for m in mods for p in m.parameters()]
+
+    for got, expected in zip(grads("emu"), grads("cpu")):
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-4)
 
 
 def test_sleep_rejects_negative_cycles():

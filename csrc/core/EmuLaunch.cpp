@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -251,22 +252,79 @@ struct QueuedKernel {
   LauncherState launcher;
   const char* what;
   uint64_t order; // its place in launch order
+  QueuedKernel* next_finished = nullptr;
 };
 
 thread_local uint64_t tls_queued_order = 0; // the queued kernel this thread runs
 
+// The launch orders of the queued kernels running now (one per busy stream).
+// The OpenMP threads a kernel's CPU code starts (at::parallel_for) allocate
+// for it without its thread-locals; they take the oldest running kernel's
+// place in launch order, which is safe for whichever kernel they work for.
+std::mutex g_running_mutex;
+c10::SmallVector<uint64_t, 8> g_running_orders;
+
+struct RunningQueuedKernel {
+  explicit RunningQueuedKernel(uint64_t order) : order(order) {
+    tls_queued_order = order;
+    const std::lock_guard<std::mutex> lock(g_running_mutex);
+    g_running_orders.push_back(order);
+  }
+  ~RunningQueuedKernel() {
+    tls_queued_order = 0;
+    const std::lock_guard<std::mutex> lock(g_running_mutex);
+    g_running_orders.erase(std::find(g_running_orders.begin(), g_running_orders.end(), order));
+  }
+  RunningQueuedKernel(const RunningQueuedKernel&) = delete;
+  RunningQueuedKernel& operator=(const RunningQueuedKernel&) = delete;
+  const uint64_t order;
+};
+
+uint64_t oldest_running_queued_order() {
+  const std::lock_guard<std::mutex> lock(g_running_mutex);
+  return g_running_orders.empty() ? 0 : *std::min_element(g_running_orders.begin(), g_running_orders.end());
+}
+
+// Finished kernels are deleted by the next launch, on a launching thread, not
+// by the worker: memory one thread allocates and another frees makes glibc's
+// malloc lock the allocating thread's arena on both threads, once per kernel,
+// and they then sleep on that lock in turn. What a kernel keeps owns no device
+// memory (queued_view_of), so deleting it later keeps none alive.
+std::atomic<QueuedKernel*> g_finished{nullptr};
+
+void retire(QueuedKernel* job) {
+  job->next_finished = g_finished.load(std::memory_order_relaxed);
+  while (!g_finished.compare_exchange_weak(job->next_finished, job, std::memory_order_release,
+                                           std::memory_order_relaxed)) {
+  }
+}
+
+void delete_finished() {
+  if (g_finished.load(std::memory_order_relaxed) == nullptr) {
+    return;
+  }
+  QueuedKernel* job = g_finished.exchange(nullptr, std::memory_order_acquire);
+  while (job != nullptr) {
+    std::unique_ptr<QueuedKernel> done(job);
+    job = job->next_finished;
+  }
+}
+
 // Runs on the stream's worker. Nobody waits there to catch an exception: its
 // text goes to the runtime, which reports it at the stream's next sync.
 int run_queued(void* data) {
-  std::unique_ptr<QueuedKernel> job(static_cast<QueuedKernel*>(data));
-  tls_queued_order = job->order;
-  const std::exception_ptr error = run_as_kernel_of(job->stream, job->launcher, job->body);
-  job->body = nullptr; // drop what it kept while still counted as the kernel's time
-  tls_queued_order = 0;
+  auto* job = static_cast<QueuedKernel*>(data);
+  std::exception_ptr error;
+  {
+    const RunningQueuedKernel running(job->order);
+    error = run_as_kernel_of(job->stream, job->launcher, job->body);
+  }
+  const char* what = job->what;
+  retire(job);
   if (!error) {
     return 0;
   }
-  std::string message = std::string(job->what) + ": ";
+  std::string message = std::string(what) + ": ";
   try {
     std::rethrow_exception(error);
   } catch (const c10::Error& e) {
@@ -308,11 +366,28 @@ bool stream_busy(const c10::Stream& stream) {
 
 } // namespace
 
+// LITERALINCLUDE START: LAUNCH_MODE
+std::atomic<bool> g_prefer_auto{false};
+
 LaunchMode launch_mode() {
-  static const LaunchMode mode = env_flag("TORCH_EMU_LAUNCH_BLOCKING") ? LaunchMode::kBlocking
-                                 : env_flag("TORCH_EMU_LAUNCH_QUEUED") ? LaunchMode::kQueued
-                                                                       : LaunchMode::kAuto;
+  static const LaunchMode mode = [] {
+    if (env_flag("TORCH_EMU_LAUNCH_BLOCKING")) {
+      return LaunchMode::kBlocking;
+    }
+    const char* queued = std::getenv("TORCH_EMU_LAUNCH_QUEUED");
+    if (queued != nullptr && *queued != '\0') {
+      return env_flag("TORCH_EMU_LAUNCH_QUEUED") ? LaunchMode::kQueued : LaunchMode::kAuto;
+    }
+    // Queued kernels overlap with the host only on a core it leaves free.
+    const bool spare_cores = std::thread::hardware_concurrency() > 1;
+    return spare_cores && !g_prefer_auto.load() ? LaunchMode::kQueued : LaunchMode::kAuto;
+  }();
   return mode;
+}
+// LITERALINCLUDE END: LAUNCH_MODE
+
+void prefer_auto_launch_mode() {
+  g_prefer_auto.store(true);
 }
 
 void queue_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel,
@@ -329,6 +404,7 @@ void queue_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel,
     run_and_wait(stream, kernel, what);
     return;
   }
+  delete_finished();
   std::function<void()> body;
   {
     const QueueViews views;
@@ -355,7 +431,10 @@ uint64_t stream_order_now() {
 }
 
 uint64_t queued_kernel_launch_order() {
-  return tls_queued_order;
+  if (tls_queued_order != 0 || !at::in_parallel_region()) {
+    return tls_queued_order;
+  }
+  return oldest_running_queued_order();
 }
 
 bool making_queued_kernel() {

@@ -30,15 +30,20 @@ void launch_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel,
                    const char* what = __builtin_FUNCTION());
 
 // LITERALINCLUDE START: QUEUE_KERNEL_DECL
-// How queue_kernel launches, set once from the environment:
-// - kAuto (default): queued behind the stream's work when the stream is busy;
-//   on an idle stream the kernel runs at once on the calling thread, which is
-//   what a hand-off to the worker would wait for anyway, minus the hand-off;
-// - kQueued (TORCH_EMU_LAUNCH_QUEUED=1): always queued, as a GPU launch is;
+// How queue_kernel launches, set once (at the first launch):
+// - kQueued (the default with cores to spare, TORCH_EMU_LAUNCH_QUEUED=1):
+//   always queued, as a GPU launch is;
+// - kAuto (the default on one core or when a runtime asks for it,
+//   TORCH_EMU_LAUNCH_QUEUED=0): queued behind the stream's work when the
+//   stream is busy; on an idle stream the kernel runs at once on the calling
+//   thread, which is what a hand-off to the worker would wait for anyway;
 // - kBlocking (TORCH_EMU_LAUNCH_BLOCKING=1): every launch waits for its
 //   kernel, for debugging, like CUDA_LAUNCH_BLOCKING.
 enum class LaunchMode { kAuto, kQueued, kBlocking };
 LaunchMode launch_mode();
+// For a runtime whose every call is expensive (the Python bridge): auto
+// instead of queued when the environment does not say. Before the first launch.
+void prefer_auto_launch_mode();
 
 // Launches a kernel whose outputs already exist (a GPU launch): unless it
 // runs at once on an idle stream (kAuto), it is queued and the call returns;
@@ -65,7 +70,8 @@ bool making_queued_kernel();
 // Launch order, for the caching allocator's stream order: every queued launch
 // takes the next number. stream_order_now() is where the calling thread is in
 // it (the number of its queued kernel inside one, else the latest launch);
-// queued_kernel_launch_order() is that number inside a queued kernel, else 0.
+// queued_kernel_launch_order() is that number inside a queued kernel (also on
+// the OpenMP threads working for one), else 0.
 uint64_t stream_order_now();
 uint64_t queued_kernel_launch_order();
 

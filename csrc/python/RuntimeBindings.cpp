@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "core/EmuException.h"
+#include "core/EmuLaunch.h"
 #include "runtime/emu_runtime_plugin.h"
 
 namespace py = pybind11;
@@ -377,6 +378,11 @@ void init_runtime_bindings(py::module& m) {
       delete std::exchange(g_emu_error, nullptr);
       throw_runtime_error(installed, "emuRuntimeInstall");
     }
+    // Each launch queued to a stream worker would take the GIL there, and a
+    // queued kernel growing the caching allocator would hold its mutex while
+    // waiting for the GIL (python_runtime.md): kernels run at once on idle
+    // streams unless TORCH_EMU_LAUNCH_QUEUED says otherwise.
+    prefer_auto_launch_mode();
     static const int at_fork = pthread_atfork(nullptr, nullptr, [] {
       if (g_state_created.load(std::memory_order_relaxed)) g_forked_child.store(true, std::memory_order_relaxed);
     });

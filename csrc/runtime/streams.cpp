@@ -20,7 +20,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
-#include <deque>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -56,6 +55,36 @@ struct Work {
   uint64_t version = 0;
   emu::TraceRecord* trace = nullptr;  // kMemcpy / kKernel submitted while tracing
   emu::InjectedFailure injected;      // kKernel: an injected fault fails it (faults.cpp)
+};
+
+// A stream's FIFO: a ring that only grows, so that pushing (on the host) and
+// popping (on the worker) allocate and free nothing. A std::deque frees, on
+// the worker, a block the host allocated every few items, and glibc's malloc
+// then locks the host's arena from both threads.
+class WorkQueue {
+ public:
+  bool empty() const { return size_ == 0; }
+  const Work& front() const { return ring_[head_]; }
+  void pop_front() {
+    head_ = (head_ + 1) % ring_.size();
+    --size_;
+  }
+  void push_back(const Work& w) {
+    if (size_ == ring_.size()) grow();
+    ring_[(head_ + size_) % ring_.size()] = w;
+    ++size_;
+  }
+
+ private:
+  void grow() {
+    std::vector<Work> bigger(std::max<size_t>(64, 2 * ring_.size()));
+    for (size_t i = 0; i < size_; ++i) bigger[i] = ring_[(head_ + i) % ring_.size()];
+    ring_.swap(bigger);
+    head_ = 0;
+  }
+  std::vector<Work> ring_;
+  size_t head_ = 0;
+  size_t size_ = 0;
 };
 
 } // namespace
@@ -97,9 +126,10 @@ struct emuStream {
   std::mutex mu;
   std::condition_variable work_cv;  // worker: an item became runnable, or stop
   std::condition_variable done_cv;  // waiters: an item finished
-  std::deque<Work> queue;
+  WorkQueue queue;
   bool running = false;  // an item executes (on the worker or inline)
   bool stop = false;
+  int helpers = 0;       // threads waiting for the stream that run its items meanwhile
   // Written under `mu`; atomic so that waiting on an idle stream (the common
   // case: every kernel launch is followed by a wait) takes no lock.
   std::atomic<uint64_t> submitted{0};  // sequence number of the last submitted item
@@ -321,8 +351,30 @@ int run_work(emuStream* s, const Work& w) {
 void finish_locked(emuStream* s, uint64_t seq) {
   s->running = false;
   s->completed = seq;
-  if (!s->queue.empty()) s->work_cv.notify_one();
+  if (!s->queue.empty() && s->helpers == 0) s->work_cv.notify_one();
   s->done_cv.notify_all();
+}
+
+// Takes the front item and runs it on this thread (the worker, or a thread
+// waiting for the stream). Called with s->mu held; released while it runs.
+void run_front_locked(emuStream* s, std::unique_lock<std::mutex>& lock) {
+  const Work w = s->queue.front();
+  s->queue.pop_front();
+  s->running = true;
+  lock.unlock();
+  int rc;
+  try {
+    rc = run_work(s, w);
+  } catch (...) {
+    rc = -1;  // nobody to throw to: report it as a failure, as the worker does
+  }
+  if (w.event != nullptr) release(w.event);
+  lock.lock();
+  if (rc != 0) {
+    s->failed_rc = rc;
+    s->failed_message = std::move(t_kernel_message);
+  }
+  finish_locked(s, w.seq);
 }
 
 void apply_priority(int priority) {
@@ -348,30 +400,13 @@ void worker_main(emuStream* s) {
       lock.lock();
     }
     // `running` may be an inline item on another thread: queued items wait
-    // for it, which keeps the stream in order.
+    // for it, which keeps the stream in order. While a thread waiting for
+    // the stream runs its items, the worker leaves them to it.
     s->work_cv.wait(lock, [s] {
-      return (!s->queue.empty() && !s->running) || (s->stop && s->queue.empty());
+      return (!s->queue.empty() && !s->running && s->helpers == 0) || (s->stop && s->queue.empty());
     });
     if (s->queue.empty()) return;  // stop requested, and drained
-    const Work w = s->queue.front();
-    s->queue.pop_front();
-    s->running = true;
-    lock.unlock();
-
-    int rc;
-    try {
-      rc = run_work(s, w);
-    } catch (...) {
-      rc = -1;  // nobody to throw to on this thread: report it as a failure
-    }
-    if (w.event != nullptr) release(w.event);
-
-    lock.lock();
-    if (rc != 0) {
-      s->failed_rc = rc;
-      s->failed_message = std::move(t_kernel_message);
-    }
-    finish_locked(s, w.seq);
+    run_front_locked(s, lock);
   }
 }
 // LITERALINCLUDE END: STREAM_WORKER
@@ -434,8 +469,39 @@ emuError_t submit(const char* call, emuStream* s, Work w, bool allow_inline, Sub
 }
 // LITERALINCLUDE END: INLINE_FAST_PATH
 
+// LITERALINCLUDE START: WAITER_RUNS_WORK
+// A thread that waits for a stream has nothing else to do, and the host
+// thread's kernels use all the cores (a worker's team gets the ones the host
+// leaves free): so, as long as it waits, it runs the stream's queued items
+// itself, in order, one at a time as the worker would; the worker steps
+// aside. Only outside running work: a kernel that waits for another stream
+// must not run that stream's items inside its own.
+void help_until_completed(emuStream* s, uint64_t target) {
+  std::unique_lock<std::mutex> lock(s->mu);
+  ++s->helpers;
+  while (s->completed < target) {
+    if (!s->running && !s->queue.empty()) {
+      run_front_locked(s, lock);
+      continue;
+    }
+    // The worker (or another thread) is running an item: wait for it.
+    const uint64_t seen = s->completed;
+    lock.unlock();
+    spin_until([s, seen] { return s->completed.load(std::memory_order_acquire) != seen; });
+    lock.lock();
+    s->done_cv.wait(lock, [&] { return s->completed >= target || (!s->running && !s->queue.empty()); });
+  }
+  if (--s->helpers == 0 && !s->queue.empty() && !s->running) s->work_cv.notify_one();
+}
+// LITERALINCLUDE END: WAITER_RUNS_WORK
+
 // Waits until item `target` of `s` has finished.
 void wait_until_completed(emuStream* s, uint64_t target) {
+  if (s->completed.load(std::memory_order_acquire) >= target) return;
+  if (t_frames == nullptr) {
+    help_until_completed(s, target);
+    return;
+  }
   if (spin_until([s, target] { return s->completed.load(std::memory_order_acquire) >= target; })) return;
   std::unique_lock<std::mutex> lock(s->mu);
   s->done_cv.wait(lock, [&] { return s->completed >= target; });

@@ -1,7 +1,7 @@
 // Native emu kernels: the _foreach_* ops PyTorch's optimizers use by default
 // on accelerators (Adam, AdamW, SGD with foreach=True) and gradient clipping.
-// CPU's per-tensor loops run as one launch; the per-tensor ops they call are
-// native emu kernels that run inside it.
+// CPU's per-tensor loops of the in-place forms run as one launch; the
+// per-tensor ops they call are native emu kernels that run inside it.
 #include <ATen/ops/_foreach_add_native.h>
 #include <ATen/ops/_foreach_addcdiv_native.h>
 #include <ATen/ops/_foreach_addcmul_native.h>
@@ -23,10 +23,12 @@ using namespace at::native;
 using kernel::OnDevice;
 
 // LITERALINCLUDE START: FOREACH_REGISTER
-// _foreach_<op>.<overload> and _foreach_<op>_.<overload> from CPU's kernels.
-#define EMU_FOREACH(m, op, overload, fn)                                  \
-  m.impl("_foreach_" op overload, TORCH_FN(OnDevice<&fn>::call)); \
-  m.impl("_foreach_" op "_" overload, TORCH_FN(OnDevice<&fn##_>::call))
+// _foreach_<op>_.<overload> from CPU's kernel: one queued launch runs its
+// loop over the tensors. The functional _foreach_<op>.<overload> keeps
+// PyTorch's device-generic kernel, which makes each output with the per-tensor
+// op (CPU's kernel does the same): those ops queue, where one launch that
+// allocates its outputs would have to wait.
+#define EMU_FOREACH(m, op, overload, fn) m.impl("_foreach_" op "_" overload, TORCH_FN(OnDevice<&fn##_>::call))
 
 } // namespace
 
