@@ -256,7 +256,9 @@ struct QueuedKernel {
 };
 
 thread_local uint64_t tls_queued_order = 0; // the queued kernel this thread runs
+// LITERALINCLUDE END: QUEUE_KERNEL
 
+// LITERALINCLUDE START: OPENMP_THREADS_ORDER
 // The launch orders of the queued kernels running now (one per busy stream).
 // The OpenMP threads a kernel's CPU code starts (at::parallel_for) allocate
 // for it without its thread-locals; they take the oldest running kernel's
@@ -284,7 +286,9 @@ uint64_t oldest_running_queued_order() {
   const std::lock_guard<std::mutex> lock(g_running_mutex);
   return g_running_orders.empty() ? 0 : *std::min_element(g_running_orders.begin(), g_running_orders.end());
 }
+// LITERALINCLUDE END: OPENMP_THREADS_ORDER
 
+// LITERALINCLUDE START: FINISHED_KERNELS
 // Finished kernels are deleted by the next launch, on a launching thread, not
 // by the worker: memory one thread allocates and another frees makes glibc's
 // malloc lock the allocating thread's arena on both threads, once per kernel,
@@ -309,7 +313,9 @@ void delete_finished() {
     job = job->next_finished;
   }
 }
+// LITERALINCLUDE END: FINISHED_KERNELS
 
+// LITERALINCLUDE START: RUN_QUEUED
 // Runs on the stream's worker. Nobody waits there to catch an exception: its
 // text goes to the runtime, which reports it at the stream's next sync.
 int run_queued(void* data) {
@@ -339,6 +345,7 @@ int run_queued(void* data) {
   (void)emuKernelSetErrorMessage(message.c_str());
   return 1;
 }
+// LITERALINCLUDE END: RUN_QUEUED
 
 // The unowned views handed out while one queued kernel's closure is made
 // (queued_view_of), for as long as it lives.
@@ -390,6 +397,7 @@ void prefer_auto_launch_mode() {
   g_prefer_auto.store(true);
 }
 
+// LITERALINCLUDE START: QUEUE_KERNEL_LAUNCH
 void queue_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel,
                   c10::function_ref<std::function<void()>()> make_owning, const char* what) {
   const LaunchMode mode = launch_mode();
@@ -419,7 +427,7 @@ void queue_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel,
   }
   EMU_CHECK(err);
 }
-// LITERALINCLUDE END: QUEUE_KERNEL
+// LITERALINCLUDE END: QUEUE_KERNEL_LAUNCH
 
 LaunchCounts launch_counts() {
   return {g_launch_order.load(std::memory_order_relaxed), g_at_once_launches.load(std::memory_order_relaxed),
