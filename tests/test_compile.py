@@ -304,6 +304,7 @@ def test_compiled_kernels_run_on_the_current_stream(baseline_memory):
     out = torch.zeros(1024, 1024, device="emu")
     expected = (a.cpu() @ a.cpu()) * 2 + 1
     busy = threading.Event()
+    s.wait_stream(torch.emu.current_stream())  # out is zeroed on the current stream
 
     def producer():  # another host thread keeps s busy with matmuls into out
         with torch.emu.stream(s):

@@ -43,6 +43,7 @@ def test_replay_matches_eager(dtype, baseline_memory):
 def test_capture_runs_nothing_and_replay_runs_in_place_updates(baseline_memory):
     x = torch.zeros(8, device="emu")
     side = torch.emu.Stream()
+    side.wait_stream(torch.emu.current_stream())  # x is zeroed on the current stream
     with torch.emu.stream(side):
         x.add_(1)  # queued before the capture: it must be done, and kept
     g, _ = capture(lambda: x.mul_(2).add_(3))

@@ -284,6 +284,7 @@ def test_training_steps_run_native_and_leak_nothing(baseline_memory):
 def test_kernels_follow_the_current_stream():
     s = torch.emu.Stream()
     a = torch.ones(256, 256, device="emu")
+    s.wait_stream(torch.emu.current_stream())  # a is the current stream's result
     with torch.emu.stream(s):
         b = a @ a + 1
         c = torch.softmax(b, -1).sum()

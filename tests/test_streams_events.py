@@ -44,6 +44,7 @@ def test_work_follows_current_stream_and_events_order_streams():
     a, b = torch.emu.Stream(), torch.emu.Stream()
     x = torch.zeros(1 << 20, device="emu")
     pinned = torch.full((1 << 20,), 3.0).pin_memory()
+    a.wait_stream(torch.emu.current_stream())  # x is zeroed on the current stream
     with torch.emu.stream(a):
         x.copy_(pinned, non_blocking=True)  # async H2D on stream a
         done = torch.emu.Event()
@@ -113,6 +114,7 @@ def test_torch_event_and_stream_api():
 def test_record_stream_defers_reuse():
     side = torch.emu.Stream()
     x = torch.ones(1 << 16, device="emu")
+    side.wait_stream(torch.emu.current_stream())  # x is the current stream's result
     with torch.emu.stream(side):
         y = x * 3
     x.record_stream(side)

@@ -75,6 +75,7 @@ def check_record_stream(dev):
     before = torch.accelerator.memory_allocated()
     s = torch.Stream(device=dev)
     x = torch.ones(1 << 20, device=dev)
+    s.wait_stream(torch.accelerator.current_stream())  # x is the current stream's result
     with s:
         y = x * 2
     x.record_stream(s)
