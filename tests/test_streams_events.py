@@ -36,6 +36,7 @@ def test_stream_context_sets_and_restores():
         assert torch.accelerator.current_stream(1) == s
     torch.emu.set_stream(s)
     assert torch.emu.current_stream() == s and torch.emu.current_device() == 1
+    torch.emu.set_stream(torch.emu.default_stream(1))  # leave emu:1's current stream as found
     torch.emu.set_stream(torch.emu.default_stream(0))
     assert torch.emu.current_device() == 0
 
