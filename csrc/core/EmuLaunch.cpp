@@ -316,8 +316,9 @@ void delete_finished() {
 // LITERALINCLUDE END: FINISHED_KERNELS
 
 // LITERALINCLUDE START: RUN_QUEUED
-// Runs on the stream's worker. Nobody waits there to catch an exception: its
-// text goes to the runtime, which reports it at the stream's next sync.
+// Runs on the stream's worker, or on a thread waiting for the stream. Nobody
+// is there to catch an exception: its text goes to the runtime, which reports
+// it at the stream's next sync.
 int run_queued(void* data) {
   auto* job = static_cast<QueuedKernel*>(data);
   std::exception_ptr error;
@@ -423,7 +424,7 @@ void queue_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel,
   name_launch_for_faults(what);
   const emuError_t err = emuLaunchKernelAsync(native_stream(stream), &run_queued, job);
   if (err != emuSuccess && err != emuErrorLaunchFailure) {
-    delete job; // never ran (a launch failure ran it, and it freed itself)
+    delete job; // never ran (a launch failure ran it, and it retired itself)
   }
   EMU_CHECK(err);
 }
