@@ -252,3 +252,39 @@ def test_zero_tensors_stay_zero_tensors():
     torch.sgn(x).sum().backward()
     torch.sgn(xe).sum().backward()  # sgn's backward for real input is a ZeroTensor
     assert torch.equal(xe.grad.cpu(), x.grad)
+
+
+# LITERALINCLUDE START: TEST_DETERMINISTIC_FILL
+@pytest.fixture
+def deterministic():
+    torch.use_deterministic_algorithms(True)
+    yield
+    torch.use_deterministic_algorithms(False)
+
+
+@pytest.mark.parametrize("dtype", [torch.float, torch.bfloat16, torch.cfloat, torch.int, torch.uint8, torch.bool])
+def test_deterministic_mode_fills_new_memory_like_cpu(deterministic, dtype):
+    def made(device):
+        out = torch.empty(2, dtype=dtype, device=device)
+        torch.empty(3, dtype=dtype, out=out)
+        grown = torch.zeros(2, dtype=dtype, device=device).resize_(5)
+        return [torch.empty(3, dtype=dtype, device=device),
+                torch.empty_like(torch.zeros(2, 2, dtype=dtype, device=device)),
+                torch.empty_strided((2, 2), (1, 2), dtype=dtype, device=device),
+                torch.empty_permuted((2, 3), (1, 0), dtype=dtype, device=device),
+                out, grown]
+
+    for emu_t, cpu_t in zip(made("emu"), made("cpu")):
+        torch.testing.assert_close(emu_t.cpu(), cpu_t, equal_nan=True, rtol=0, atol=0)
+    assert made("cpu")[-1][:2].eq(0).all()  # resize_ keeps what was there
+
+
+def test_fill_uninitialized_memory_off_leaves_memory_as_it_is(deterministic):
+    torch.utils.deterministic.fill_uninitialized_memory = False
+    try:
+        x = torch.zeros(4, device="emu")
+        del x
+        assert torch.empty(4, device="emu").eq(0).all()  # the cached block, not NaN
+    finally:
+        torch.utils.deterministic.fill_uninitialized_memory = True
+# LITERALINCLUDE END: TEST_DETERMINISTIC_FILL

@@ -292,3 +292,25 @@ def test_set_to_a_storage_on_another_device(target, source):
 def test_storage_copy_of_another_size():
     with pytest.raises(RuntimeError, match="size does not match, self was 16 bytes but src was 8 bytes"):
         torch.ones(4, device="emu").untyped_storage().copy_(torch.ones(2).untyped_storage())
+
+
+# LITERALINCLUDE START: TEST_LEGACY_STORAGE
+@pytest.mark.parametrize("dtype", [torch.float, torch.double, torch.half, torch.bfloat16, torch.long, torch.int,
+                                   torch.int16, torch.int8, torch.uint8, torch.bool, torch.cfloat, torch.cdouble])
+def test_storage_type_is_the_emu_legacy_class(dtype):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # TypedStorage is deprecated
+        cpu_type = torch.empty(2, dtype=dtype).storage_type()
+        emu_type = torch.empty(2, dtype=dtype, device="emu").storage_type()
+        assert emu_type is getattr(torch.emu, cpu_type.__name__)  # as torch.cuda.FloatStorage is for CUDA
+        assert emu_type.dtype == dtype
+        storage = torch.empty(2, dtype=dtype, device="emu:1").storage()
+        assert isinstance(storage, emu_type) and not isinstance(storage, cpu_type)
+        assert torch.is_storage(storage)
+        made = emu_type(3)  # a new storage of that class is on emu
+        assert made.device.type == "emu" and made.dtype == dtype and made.size() == 3
+        with pytest.raises(RuntimeError, match="Device of 'wrap_storage' must be emu"):
+            emu_type(wrap_storage=torch.UntypedStorage(4))
+# LITERALINCLUDE END: TEST_LEGACY_STORAGE

@@ -18,6 +18,11 @@ def main(argv: list[str] | None = None) -> int:
     from .conformance.runner import add_arguments
 
     add_arguments(conf)
+    upstream = commands.add_parser("upstream", help="PyTorch's device-generic test files on the loaded backend and on "
+                                   "CPU, paired: which tests fail on the device only")
+    from .conformance import upstream as upstream_runner
+
+    upstream_runner.add_arguments(upstream)
     new = commands.add_parser("new", help="write a new, independent PrivateUse1 backend package to start from")
     new.add_argument("name", help="device name, also the package's (torch_NAME): a lowercase identifier")
     new.add_argument("--dir", help="directory to write (default ./NAME); must not exist or be empty")
@@ -26,6 +31,8 @@ def main(argv: list[str] | None = None) -> int:
         from .conformance.runner import run as run_conformance
 
         return run_conformance(args)
+    if args.command == "upstream":
+        return upstream_runner.run(args)
     if args.command == "new":
         from .scaffold import generate
 

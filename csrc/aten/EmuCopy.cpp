@@ -1,8 +1,11 @@
 // copy_ for emu: host-to-device, device-to-host, device-to-device on one
 // device and between two devices (peer), each as runtime memcpy on the
 // current stream, synchronous unless non_blocking.
+#include <ATen/MemoryOverlap.h>
+#include <ATen/TensorIterator.h>
 #include <ATen/core/CachingHostAllocator.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/real.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -143,10 +146,42 @@ at::Tensor copy_with_host(const at::Tensor& src, const at::Tensor& dst, bool non
 
 } // namespace
 
+// LITERALINCLUDE START: COPY_CHECK
+// What CPU's and CUDA's copy_ validate before any data moves, checked here on
+// the host for every kind of copy, so that a bad copy raises at the call with
+// their exception and message (a queued copy kernel would only report it at
+// the next sync): the source broadcasts to the destination, no element of the
+// destination is written twice, and the two do not partly overlap. A dense
+// destination of the source's shape needs only the overlap test; anything
+// else is what CPU's TensorIterator checks, so it is built (never run).
+void check_copy(const at::Tensor& src, const at::Tensor& dst) {
+  if (src.sizes() == dst.sizes() && dst.is_non_overlapping_and_dense()) {
+    at::assert_no_partial_overlap(dst, src);
+    return;
+  }
+  (void)at::TensorIteratorConfig()
+      .add_output(dst)
+      .add_const_input(src)
+      .resize_outputs(false)
+      .check_all_same_dtype(false)
+      .check_all_same_device(false)
+      .build();
+}
+// LITERALINCLUDE END: COPY_CHECK
+
 // LITERALINCLUDE START: COPY_FROM
-at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
-  TORCH_CHECK(src.layout() == at::kStrided && dst.layout() == at::kStrided,
+at::Tensor copy_from(const at::Tensor& from, const at::Tensor& dst, bool non_blocking) {
+  TORCH_CHECK(from.layout() == at::kStrided && dst.layout() == at::kStrided,
               "emu supports copies between strided tensors only");
+  check_copy(from, dst);
+  // A complex source into a real destination keeps its real part. CPU's copy_
+  // warns about it; so do we, here on the host, and copy the real part so
+  // that no kernel warns again.
+  const bool drops_imaginary = from.is_complex() && !dst.is_complex();
+  if (drops_imaginary) {
+    TORCH_WARN_ONCE("Casting complex values to real discards the imaginary part");
+  }
+  const at::Tensor src = drops_imaginary ? at::real(from) : from;
   if (dst.numel() == 0) {
     return dst;
   }

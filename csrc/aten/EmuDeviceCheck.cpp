@@ -21,8 +21,8 @@ void DeviceCheck::visit(const at::Tensor& t) {
   }
 }
 
-c10::DeviceIndex DeviceCheck::finish(const char* op, bool host_tensors_allowed) const {
-  const bool mixed_host = host_tensor && index >= 0 && !host_tensors_allowed;
+c10::DeviceIndex DeviceCheck::finish(const char* op) const {
+  const bool mixed_host = host_tensor && index >= 0;
   TORCH_CHECK(other < 0 && !mixed_host,
               "Expected all tensors to be on the same device, but found at least two devices, emu:",
               static_cast<int>(index), " and ", other >= 0 ? "emu:" + std::to_string(other) : std::string("cpu"),

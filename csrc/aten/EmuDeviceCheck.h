@@ -14,8 +14,8 @@ namespace torch_emu {
 // Visit every tensor argument, then finish(): the emu device of the op, or the
 // current device if it has no emu tensor. Tensors on two emu devices, or an
 // emu tensor with a host tensor that is not a 0-dim scalar, are an error with
-// CUDA's wording; `op` (if given) is named in it, and `host_tensors_allowed`
-// is for the indexing ops that, as on CUDA, take host index tensors.
+// CUDA's wording; `op` (if given) is named in it. (The indexing ops' host
+// index tensors are not visited: EmuFallback.cpp.)
 struct DeviceCheck {
   c10::DeviceIndex index = -1;   // the first emu tensor's device
   c10::DeviceIndex other = -1;   // another emu device, if any (an error)
@@ -37,7 +37,7 @@ struct DeviceCheck {
   template <typename T>
   void visit(const T&) {} // not a tensor
 
-  c10::DeviceIndex finish(const char* op = nullptr, bool host_tensors_allowed = false) const;
+  c10::DeviceIndex finish(const char* op = nullptr) const;
 };
 // LITERALINCLUDE END: DEVICE_CHECK
 

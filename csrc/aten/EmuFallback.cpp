@@ -30,11 +30,21 @@ bool is_optional_generator(const c10::Argument& arg) {
       type->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::GeneratorType::Kind;
 }
 
-// Ops that, like on CUDA, accept host index tensors beside device tensors.
-bool accepts_host_tensors(const c10::OperatorName& name) {
+// LITERALINCLUDE START: FALLBACK_HOST_INDICES
+// Ops that, like CUDA's, take host index tensors (their `indices` argument)
+// beside device tensors. The tensor indexed must be on the device: a host
+// tensor indexed by emu indices reaches emu only because its indices are
+// there, and CUDA refuses it with this IndexError.
+bool takes_host_indices(const c10::OperatorName& name) {
   return name.name == "aten::index" || name.name == "aten::index_put_" ||
       name.name == "aten::index_put" || name.name == "aten::_index_put_impl_";
 }
+
+void check_indexed_on_device(const at::Tensor& self) {
+  TORCH_CHECK_INDEX(is_emu(self), "indices should be either on ", c10::DeviceType::CPU,
+                    " or on the same device as the indexed tensor (", self.device(), ")");
+}
+// LITERALINCLUDE END: FALLBACK_HOST_INDICES
 
 
 // Applies `fn` to every tensor in an IValue (tensor, or list of tensors or
@@ -141,12 +151,20 @@ void run_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10:
 
   // 1. Which device runs it (and no tensors on two devices).
   DeviceCheck check;
-  for (const c10::IValue& arg : args) {
-    for_each_tensor(arg, [&](const at::Tensor& t) { check.visit(t); });
+  const bool host_indices = takes_host_indices(schema.operator_name());
+  for (size_t i = 0; i < num_args; ++i) {
+    const bool indices = host_indices && schema.arguments()[i].name() == "indices";
+    for_each_tensor(args[i], [&](const at::Tensor& t) {
+      if (!indices || is_emu(t)) {
+        check.visit(t);
+      }
+    });
+  }
+  if (host_indices) {
+    check_indexed_on_device(args[0].toTensor());
   }
   const bool no_emu_tensor = check.index < 0;
-  c10::DeviceIndex device = check.finish(schema.operator_name().name.c_str(),
-                                         check.host_tensor && accepts_host_tensors(schema.operator_name()));
+  c10::DeviceIndex device = check.finish(schema.operator_name().name.c_str());
   if (returns_object(schema)) {
     run_on_host_copies(op, stack, cpu_key);
     return;

@@ -3,6 +3,8 @@
 // them. Everything else works through the fallback (EmuFallback.cpp).
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/ResizeCommon.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/set_native.h>
@@ -26,6 +28,25 @@ constexpr auto kEmuKeys = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1);
 c10::DeviceIndex device_index_or_current(std::optional<at::Device> device) {
   return device.has_value() && device->has_index() ? device->index() : current_device();
 }
+
+// LITERALINCLUDE START: OP_DETERMINISTIC_FILL
+// With torch.use_deterministic_algorithms(True) and
+// torch.utils.deterministic.fill_uninitialized_memory (its default), CPU and
+// CUDA fill new memory (empty*, what resize_ adds) with NaN, or an integer
+// type's maximum, so that reading it before writing gives the same result
+// every run. The fill is an ordinary emu kernel on the current stream.
+bool fill_uninitialized_memory() {
+  const at::Context& context = at::globalContext();
+  return C10_UNLIKELY(context.deterministicAlgorithms() && context.deterministicFillUninitializedMemory());
+}
+
+at::Tensor filled_if_deterministic(at::Tensor out) {
+  if (fill_uninitialized_memory()) {
+    at::native::fill_empty_deterministic_(out);
+  }
+  return out;
+}
+// LITERALINCLUDE END: OP_DETERMINISTIC_FILL
 
 } // namespace
 
@@ -59,7 +80,7 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<at::ScalarTy
   if (memory_format.has_value() && *memory_format != at::MemoryFormat::Contiguous) {
     out.unsafeGetTensorImpl()->empty_tensor_restride(*memory_format);
   }
-  return out;
+  return filled_if_deterministic(std::move(out));
 }
 
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
@@ -71,7 +92,7 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
   at::Tensor out = on_new_storage(
       at::detail::computeStorageNbytes(size, stride, c10::elementSize(scalar_type)), scalar_type, device);
   out.unsafeGetTensorImpl()->set_sizes_and_strides(size, stride);
-  return out;
+  return filled_if_deterministic(std::move(out));
 }
 // LITERALINCLUDE END: OP_EMPTY
 
@@ -80,17 +101,23 @@ namespace {
 // LITERALINCLUDE START: OP_RESIZE
 const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
                           std::optional<at::MemoryFormat> memory_format) {
+  TORCH_CHECK(!memory_format.has_value() || *memory_format != at::MemoryFormat::Preserve,
+              "Unsupported memory format", *memory_format);
   auto* impl = self.unsafeGetTensorImpl();
+  const size_t old_nbytes = self.storage().nbytes();
   if (self.sizes() != size) {
     impl->set_sizes_contiguous(size);
     const size_t needed = at::detail::computeStorageNbytesContiguous(
         size, self.dtype().itemsize(), self.storage_offset());
-    if (needed > self.storage().nbytes()) {
+    if (needed > old_nbytes) {
       resize_storage_bytes(self.storage().unsafeGetStorageImpl(), needed);
     }
   }
-  if (memory_format.has_value() && *memory_format != at::MemoryFormat::Preserve) {
+  if (memory_format.has_value()) {
     impl->empty_tensor_restride(*memory_format);
+  }
+  if (fill_uninitialized_memory()) {
+    at::native::fill_resize_deterministic_(self, static_cast<int64_t>(old_nbytes));
   }
   return self;
 }

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/EmuDeviceAllocator.h"
 #include "core/EmuException.h"
@@ -129,17 +130,72 @@ std::exception_ptr run_as_kernel_of(const c10::Stream& stream, const LauncherSta
 }
 // LITERALINCLUDE END: LAUNCHER_STATE
 
+// LITERALINCLUDE START: KERNEL_WARNINGS
+// A warning (TORCH_WARN) goes to the handler of the thread that raises it, and
+// only the launching thread has Python's, which gives a warning the line of
+// the Python call that caused it. A kernel that runs on another thread (the
+// stream's worker, a thread waiting for the stream) keeps its warnings here
+// instead; a launch that waits raises them on the launching thread once its
+// kernel is done, so Python sees each once, from the line of the call.
+struct KeptWarnings final : c10::WarningHandler {
+  void process(const c10::Warning& warning) override {
+    warnings.push_back(warning);
+  }
+  std::vector<c10::Warning> warnings;
+};
+
+void raise_on_this_thread(const std::vector<c10::Warning>& warnings) {
+  for (const c10::Warning& warning : warnings) {
+    c10::warn(warning);
+  }
+}
+
+// A queued kernel's launch has returned before it runs: its warnings are
+// raised by the host's next launch, from the line of that call.
+std::mutex g_queued_warnings_mutex;
+std::vector<c10::Warning> g_queued_warnings;
+std::atomic<bool> g_have_queued_warnings{false};
+
+void keep_queued_warnings(std::vector<c10::Warning>&& warnings) {
+  const std::lock_guard<std::mutex> lock(g_queued_warnings_mutex);
+  g_queued_warnings.insert(g_queued_warnings.end(), std::make_move_iterator(warnings.begin()),
+                           std::make_move_iterator(warnings.end()));
+  g_have_queued_warnings.store(true, std::memory_order_release);
+}
+
+void raise_queued_warnings() {
+  if (C10_LIKELY(!g_have_queued_warnings.load(std::memory_order_acquire))) {
+    return;
+  }
+  std::vector<c10::Warning> warnings;
+  {
+    const std::lock_guard<std::mutex> lock(g_queued_warnings_mutex);
+    warnings.swap(g_queued_warnings);
+    g_have_queued_warnings.store(false, std::memory_order_relaxed);
+  }
+  raise_on_this_thread(warnings);
+}
+// LITERALINCLUDE END: KERNEL_WARNINGS
+
 struct Launch {
   c10::function_ref<void()> kernel;
   c10::Stream stream;
   std::exception_ptr error;
   LauncherState launcher;
+  std::vector<c10::Warning> warnings; // raised on another thread than the launcher
 };
 
 // Runs on the launching thread (stream idle) or on the stream's worker.
 int run_kernel(void* user_data) {
   auto* launch = static_cast<Launch*>(user_data);
-  launch->error = run_as_kernel_of(launch->stream, launch->launcher, launch->kernel);
+  if (launch->launcher.thread == std::this_thread::get_id()) {
+    launch->error = run_as_kernel_of(launch->stream, launch->launcher, launch->kernel);
+  } else {
+    KeptWarnings kept;
+    const c10::WarningUtils::WarningHandlerGuard handler(&kept);
+    launch->error = run_as_kernel_of(launch->stream, launch->launcher, launch->kernel);
+    launch->warnings = std::move(kept.warnings);
+  }
   return launch->error ? 1 : 0;
 }
 
@@ -207,10 +263,12 @@ void name_launch_for_faults(const char* what) {
 // rethrown with its type.
 void run_and_wait(const c10::Stream& stream, c10::function_ref<void()> kernel, const char* what) {
   name_launch_for_faults(what);
-  Launch launch{kernel, stream, nullptr, {}};
+  raise_queued_warnings();
+  Launch launch{kernel, stream, nullptr, {}, {}};
   emuStream_t native = native_stream(stream);
   const emuError_t launched = emuLaunchKernel(native, &run_kernel, &launch);
   const emuError_t synced = emuStreamSynchronize(native);
+  raise_on_this_thread(launch.warnings);
   if (launch.error) {
     std::rethrow_exception(launch.error);
   }
@@ -324,7 +382,12 @@ int run_queued(void* data) {
   std::exception_ptr error;
   {
     const RunningQueuedKernel running(job->order);
+    KeptWarnings kept;
+    const c10::WarningUtils::WarningHandlerGuard handler(&kept);
     error = run_as_kernel_of(job->stream, job->launcher, job->body);
+    if (C10_UNLIKELY(!kept.warnings.empty())) {
+      keep_queued_warnings(std::move(kept.warnings));
+    }
   }
   const char* what = job->what;
   retire(job);
@@ -414,6 +477,7 @@ void queue_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel,
     return;
   }
   delete_finished();
+  raise_queued_warnings();
   std::function<void()> body;
   {
     const QueueViews views;

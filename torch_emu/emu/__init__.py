@@ -2,7 +2,8 @@
 
 Device management and lazy initialisation live here; streams and events in
 ``streams.py``, memory in ``memory.py``, random numbers in ``random.py``,
-runtime errors in ``errors.py``, utilization in ``monitor.py``, and the names
+runtime errors in ``errors.py``, utilization in ``monitor.py``, the legacy
+storage classes (``FloatStorage``...) in ``legacy_storage.py``, and the names
 that cannot apply to an emulated device in ``parity.py``.
 """
 
@@ -301,12 +302,13 @@ from .streams import *  # noqa: E402,F401,F403
 
 __all__ += graphs.__all__ + memory.__all__ + random.__all__ + streams.__all__
 
-from . import comm, errors, faults, monitor, parity  # noqa: E402
+from . import comm, errors, faults, legacy_storage, monitor, parity  # noqa: E402
 from .errors import *  # noqa: E402,F401,F403
+from .legacy_storage import *  # noqa: E402,F401,F403
 from .monitor import *  # noqa: E402,F401,F403
 from .parity import *  # noqa: E402,F401,F403
 
-__all__ += errors.__all__ + monitor.__all__ + parity.__all__
+__all__ += errors.__all__ + legacy_storage.__all__ + monitor.__all__ + parity.__all__
 
 # AMP: torch.autocast("emu") asks the device module for get_amp_supported_dtype().
 from . import amp  # noqa: E402

@@ -2,6 +2,7 @@
 // on accelerators (Adam, AdamW, SGD with foreach=True) and gradient clipping.
 // CPU's per-tensor loops of the in-place forms run as one launch; the
 // per-tensor ops they call are native emu kernels that run inside it.
+#include <ATen/MemoryOverlap.h>
 #include <ATen/ops/_foreach_add_native.h>
 #include <ATen/ops/_foreach_addcdiv_native.h>
 #include <ATen/ops/_foreach_addcmul_native.h>
@@ -22,13 +23,80 @@ namespace {
 using namespace at::native;
 using kernel::OnDevice;
 
+// LITERALINCLUDE START: FOREACH_CHECKED
+// CPU's loop checks each per-tensor op's arguments (shapes, broadcasting,
+// dtypes, overlap) as it reaches it; inside one queued launch a bad argument
+// would only be reported at the next sync, where CPU and CUDA raise at the
+// call. So the loop is one queued launch only when the host sees at a glance
+// that every check passes: every list and scalar list as long as `self`; at
+// each index, tensors of self's shape and dtype, a floating or complex one;
+// self dense and not partly overlapping them; no complex scalar for a real
+// tensor. Otherwise the host runs the loop itself: each per-tensor op is then
+// a launch of its own, which checks its arguments at the call.
+struct PassesChecks {
+  at::TensorList self;
+  bool passes = true;
+
+  void visit(at::TensorList list) {
+    if (self.empty()) {
+      self = list;
+      for (const at::Tensor& t : self) {
+        passes = passes && (t.is_floating_point() || t.is_complex()) && t.is_non_overlapping_and_dense();
+      }
+      return;
+    }
+    passes = passes && list.size() == self.size();
+    for (size_t i = 0; passes && i < list.size(); ++i) {
+      passes = list[i].sizes() == self[i].sizes() && list[i].scalar_type() == self[i].scalar_type() &&
+          at::get_overlap_status(self[i], list[i]) != at::MemOverlapStatus::Partial;
+    }
+  }
+  void visit(const at::Tensor& t) { // a 0-dim tensor used as a scalar
+    passes = passes && t.dim() == 0 && scalar_fits(t.is_complex());
+  }
+  void visit(const at::Scalar& s) {
+    passes = passes && scalar_fits(s.isComplex());
+  }
+  void visit(at::ArrayRef<at::Scalar> scalars) {
+    passes = passes && scalars.size() == self.size();
+    for (const at::Scalar& s : scalars) visit(s);
+  }
+  template <typename T>
+  void visit(const T&) {}
+
+  bool scalar_fits(bool complex) const {
+    if (!complex) return true;
+    for (const at::Tensor& t : self) {
+      if (!t.is_complex()) return false;
+    }
+    return true;
+  }
+};
+
+template <auto fn>
+struct Foreach;
+
+template <typename... Args, void (*fn)(Args...)>
+struct Foreach<fn> {
+  static void call(Args... args) {
+    PassesChecks check;
+    (check.visit(args), ...);
+    if (check.passes) {
+      OnDevice<fn>::call(std::forward<Args>(args)...);
+    } else {
+      fn(std::forward<Args>(args)...);
+    }
+  }
+};
+// LITERALINCLUDE END: FOREACH_CHECKED
+
 // LITERALINCLUDE START: FOREACH_REGISTER
 // _foreach_<op>_.<overload> from CPU's kernel: one queued launch runs its
-// loop over the tensors. The functional _foreach_<op>.<overload> keeps
-// PyTorch's device-generic kernel, which makes each output with the per-tensor
-// op (CPU's kernel does the same): those ops queue, where one launch that
-// allocates its outputs would have to wait.
-#define EMU_FOREACH(m, op, overload, fn) m.impl("_foreach_" op "_" overload, TORCH_FN(OnDevice<&fn##_>::call))
+// loop over the tensors (Foreach above). The functional _foreach_<op>.<overload>
+// keeps PyTorch's device-generic kernel, which makes each output with the
+// per-tensor op (CPU's kernel does the same): those ops queue, where one
+// launch that allocates its outputs would have to wait.
+#define EMU_FOREACH(m, op, overload, fn) m.impl("_foreach_" op "_" overload, TORCH_FN(Foreach<&fn##_>::call))
 
 } // namespace
 

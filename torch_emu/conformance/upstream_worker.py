@@ -1,0 +1,161 @@
+"""Runs one of PyTorch's device-generic test files in this process and writes each test's result.
+
+``python upstream_worker.py TEST_FILE RESULTS.jsonl OPTIONS.json``, started by ``upstream.py``
+with the file's folder as its working directory. It imports the backend modules named in the
+options (a backend torch does not autoload), then the test file; ``instantiate_device_type_tests``
+in it makes a CPU class and a PrivateUse1 class of every device-generic test class. Both run,
+test by test; each test's start and end are one JSON line, written at once, so that a crash or a
+timeout still leaves every finished result and names the test it happened in.
+"""
+
+import importlib
+import json
+import os
+import sys
+import traceback
+import unittest
+
+# LITERALINCLUDE START: UPSTREAM_WORKER
+# The device-generic classes: instantiate_device_type_tests names them after
+# the device type (TestFooCPU, TestFooPRIVATEUSE1).
+DEVICE_CLASSES = {"CPU": "cpu", "PRIVATEUSE1": "privateuse1"}
+
+
+def device_of(test: unittest.TestCase) -> str | None:
+    name = type(test).__name__
+    return next((device for suffix, device in DEVICE_CLASSES.items() if name.endswith(suffix)), None)
+
+
+def generic_key(test: unittest.TestCase, device: str, backend: str) -> str:
+    """The test's name on no device, shared by its CPU and its PrivateUse1 variant:
+    TestFooCPU.test_bar_cpu_float32 and TestFooPRIVATEUSE1.test_bar_emu_float32 are
+    both TestFoo.test_bar_float32 (the device goes between the name and the dtypes)."""
+    cls = type(test).__name__
+    suffix = next(s for s, d in DEVICE_CLASSES.items() if d == device)
+    token = "_" + ("cpu" if device == "cpu" else backend)
+    method = test._testMethodName
+    at = method.rfind(token)
+    while at >= 0 and not (at + len(token) == len(method) or method[at + len(token)] == "_"):
+        at = method.rfind(token, 0, at)
+    if at >= 0:
+        method = method[:at] + method[at + len(token):]
+    return f"{cls[: -len(suffix)]}.{method}"
+
+
+def skip_reason(key: str, method: str, backend: str, options: dict) -> str | None:
+    """Why the skip file skips this PrivateUse1 test, if it does: by name, or by the
+    OpInfo operator in its name (test_<what>_<op>_<device>_<dtype>)."""
+    if key in options.get("skipped_testcases", {}):
+        return options["skipped_testcases"][key]
+    for op, reason in options.get("op_skips", {}).items():
+        if f"_{op.replace('.', '_')}_{backend}" in method:
+            return reason
+    return None
+
+
+def first_line(err) -> str:
+    """The exception's type and the first line of its message, as a report shows it."""
+    kind, value, _ = err
+    message = str(value).strip().splitlines()
+    return f"{kind.__name__}: {message[0] if message else ''}".strip()
+
+
+class Recorder(unittest.TestResult):
+    """Writes one line per test as it ends; a test with failing subtests fails once."""
+
+    def __init__(self, out, names):
+        super().__init__()
+        self.out, self.names, self.failed = out, names, set()
+
+    def write(self, test, status, message=None):
+        self.out.write(json.dumps({"event": "end", **self.names[test.id()], "status": status,
+                                   "message": message}) + "\n")
+        self.out.flush()
+
+    def startTest(self, test):
+        super().startTest(test)
+        self.out.write(json.dumps({"event": "start", **self.names[test.id()]}) + "\n")
+        self.out.flush()
+
+    def addSuccess(self, test):
+        if test.id() not in self.failed:
+            self.write(test, "passed")
+
+    def addFailure(self, test, err):
+        super().addFailure(test, err)
+        self.failed.add(test.id())
+        self.write(test, "failed", first_line(err))
+
+    def addError(self, test, err):
+        super().addError(test, err)
+        self.failed.add(test.id())
+        self.write(test, "failed", first_line(err))
+
+    def addSubTest(self, test, subtest, err):
+        if err is not None and test.id() not in self.failed:
+            self.failed.add(test.id())
+            self.write(test, "failed", first_line(err))
+
+    def addSkip(self, test, reason):
+        self.write(test, "skipped", str(reason).strip().splitlines()[0] if str(reason).strip() else "")
+
+    def addExpectedFailure(self, test, err):
+        self.write(test, "expected failure", first_line(err))
+
+    def addUnexpectedSuccess(self, test):
+        self.write(test, "failed", "unexpected success")
+
+
+def run(path: str, results: str, options: dict) -> None:
+    for module in options.get("imports", []):
+        importlib.import_module(module)
+    import torch
+    from torch.testing._internal.common_device_type import PrivateUse1TestBase
+
+    # Tests PyTorch restricts to native device types (onlyCUDA, onlyNativeDeviceTypes...)
+    # run on the PrivateUse1 device too; the runner reports them apart.
+    PrivateUse1TestBase.bypass_device_restrictions = options.get("bypass", False)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    sys.argv = [path]
+    with open(results, "w") as out:
+        backend = torch._C._get_privateuse1_backend_name()
+        out.write(json.dumps({"event": "backend", "name": backend}) + "\n")
+        try:
+            module = importlib.import_module(os.path.splitext(os.path.basename(path))[0])
+        except BaseException:  # noqa: BLE001 - any failure to import is reported, not raised
+            out.write(json.dumps({"event": "import error", "message": traceback.format_exc().strip().splitlines()[-1]})
+                      + "\n")
+            return
+        only = set(options.get("only", []))
+        names, tests = {}, []
+        for test in flatten(unittest.TestLoader().loadTestsFromModule(module)):
+            device = device_of(test)
+            if device is None or (only and generic_key(test, device, backend) not in only):
+                continue
+            names[test.id()] = {"device": device, "key": generic_key(test, device, backend),
+                                "name": f"{type(test).__name__}.{test._testMethodName}"}
+            tests.append(test)
+        out.write(json.dumps({"event": "collected", "tests": [names[t.id()] for t in tests]}) + "\n")
+        out.flush()
+        recorder = Recorder(out, names)
+        for test in tests:
+            info = names[test.id()]
+            reason = info["device"] != "cpu" and skip_reason(info["key"], test._testMethodName, backend, options)
+            if reason:
+                recorder.write(test, "skip file", reason)
+            else:
+                test.run(recorder)
+# LITERALINCLUDE END: UPSTREAM_WORKER
+
+
+def flatten(suite):
+    for item in suite:
+        if isinstance(item, unittest.TestSuite):
+            yield from flatten(item)
+        else:
+            yield item
+
+
+if __name__ == "__main__":
+    with open(sys.argv[3]) as f:
+        run(sys.argv[1], sys.argv[2], json.load(f))
