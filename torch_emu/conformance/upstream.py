@@ -70,6 +70,30 @@ def run_worker(path: pathlib.Path, options: dict, timeout: float) -> tuple[list[
     return events, died, time.perf_counter() - start
 
 
+def run_file(path: pathlib.Path, options: dict, timeout: float) -> tuple[list[dict], str | None, float]:
+    """Runs a test file to the end: when its process dies (a crash, a hang), the test it was in
+    fails with the reason, and a new process runs the tests not done yet, within the timeout."""
+    events, died, seconds = run_worker(path, options, timeout)
+    for _ in range(MAX_RESTARTS):
+        dead = died and started_not_ended(events)
+        if not dead or seconds >= timeout:
+            break
+        done = [e["name"] for e in events if e["event"] == "end"] + [dead["name"]]
+        events.append({**dead, "event": "end", "status": "failed", "message": died})
+        more, died, more_seconds = run_worker(path, {**options, "exclude": done}, timeout - seconds)
+        events += [e for e in more if e["event"] not in ("backend", "collected")]
+        seconds += more_seconds
+    return events, died, seconds
+
+
+MAX_RESTARTS = 20
+
+
+def started_not_ended(events: list[dict]) -> dict | None:
+    ended = {e["name"] for e in events if e["event"] == "end"}
+    return next((e for e in reversed(events) if e["event"] == "start" and e["name"] not in ended), None)
+
+
 def results_of(events: list[dict], died: str | None) -> dict:
     """Per test (its name on no device): the CPU and the device result, each (status, message).
     A test that started and never ended is where the process died."""
@@ -105,7 +129,7 @@ def classify(cpu: tuple | None, device: tuple | None) -> str:
 
 def file_report(name: str, path: pathlib.Path, args: argparse.Namespace, skips: dict) -> dict:
     options = {"imports": args.imports, **skips.get(name, {})}
-    events, died, seconds = run_worker(path, options, args.timeout)
+    events, died, seconds = run_file(path, options, args.timeout)
     report = {"file": name, "commit": commit_of(path), "seconds": round(seconds, 1), "died": died}
     skew = next((e["message"] for e in events if e["event"] == "import error"), None)
     if skew or not any(e["event"] == "collected" for e in events):
@@ -120,6 +144,7 @@ def file_report(name: str, path: pathlib.Path, args: argparse.Namespace, skips: 
             "device failed, cpu passed": {k: pairs[k][1][1] for k, kind in kinds.items()
                                           if kind == "device failed, cpu passed"},
             "device only failed": {k: pairs[k][1][1] for k, kind in kinds.items() if kind == "device only failed"},
+            "both failed": {k: pairs[k][0][1] for k, kind in kinds.items() if kind == "both failed"},
             "device skipped": dict(Counter(pairs[k][1][1] for k, kind in kinds.items() if kind == "device skipped")),
             "skip file": {k: pairs[k][1][1] for k, kind in kinds.items() if kind == "skip file"}}
 
@@ -128,7 +153,7 @@ def run_restricted(path: pathlib.Path, options: dict, keys: list[str], timeout: 
     """The device tests PyTorch restricts to native device types, run on the device anyway."""
     if not keys:
         return {"passed": [], "failed": {}}
-    events, died, _ = run_worker(path, {**options, "only": keys, "bypass": True}, timeout)
+    events, died, _ = run_file(path, {**options, "only": keys, "bypass": True}, timeout)
     device = {k: r["privateuse1"] for k, r in results_of(events, died).items() if "privateuse1" in r}
     return {"passed": sorted(k for k, (s, _) in device.items() if s == "passed"),
             "failed": {k: m for k, (s, m) in sorted(device.items()) if s == "failed"}}
@@ -177,7 +202,7 @@ def details(reports: list[dict]) -> str:
                          f"{len(restricted['passed'])} passed, {len(restricted['failed'])} failed")
             lines += [f"  {key}: {message}" for key, message in restricted["failed"].items()]
         if r.get("died"):
-            lines.append(f"\n{r['file']}: the process {r['died']}")
+            lines.append(f"\n{r['file']}: its last process ended badly: {r['died']}")
     return "\n".join(lines)
 
 

@@ -5,7 +5,8 @@ with the file's folder as its working directory. It imports the backend modules 
 options (a backend torch does not autoload), then the test file; ``instantiate_device_type_tests``
 in it makes a CPU class and a PrivateUse1 class of every device-generic test class. Both run,
 test by test; each test's start and end are one JSON line, written at once, so that a crash or a
-timeout still leaves every finished result and names the test it happened in.
+timeout still leaves every finished result and names the test it happened in (the runner then
+starts the file again without the tests already done).
 """
 
 import importlib
@@ -43,10 +44,12 @@ def generic_key(test: unittest.TestCase, device: str, backend: str) -> str:
 
 
 def skip_reason(key: str, method: str, backend: str, options: dict) -> str | None:
-    """Why the skip file skips this PrivateUse1 test, if it does: by name, or by the
-    OpInfo operator in its name (test_<what>_<op>_<device>_<dtype>)."""
-    if key in options.get("skipped_testcases", {}):
-        return options["skipped_testcases"][key]
+    """Why the skip file skips this PrivateUse1 test, if it does: by name (an entry without
+    the dtypes names every dtype's variant), or by the OpInfo operator in its name
+    (test_<what>_<op>_<device>_<dtype>)."""
+    for name, reason in options.get("skipped_testcases", {}).items():
+        if key == name or key.startswith(name + "_"):
+            return reason
     for op, reason in options.get("op_skips", {}).items():
         if f"_{op.replace('.', '_')}_{backend}" in method:
             return reason
@@ -126,14 +129,14 @@ def run(path: str, results: str, options: dict) -> None:
             out.write(json.dumps({"event": "import error", "message": traceback.format_exc().strip().splitlines()[-1]})
                       + "\n")
             return
-        only = set(options.get("only", []))
+        only, exclude = set(options.get("only", [])), set(options.get("exclude", []))
         names, tests = {}, []
         for test in flatten(unittest.TestLoader().loadTestsFromModule(module)):
             device = device_of(test)
-            if device is None or (only and generic_key(test, device, backend) not in only):
+            name = f"{type(test).__name__}.{test._testMethodName}"
+            if device is None or name in exclude or (only and generic_key(test, device, backend) not in only):
                 continue
-            names[test.id()] = {"device": device, "key": generic_key(test, device, backend),
-                                "name": f"{type(test).__name__}.{test._testMethodName}"}
+            names[test.id()] = {"device": device, "key": generic_key(test, device, backend), "name": name}
             tests.append(test)
         out.write(json.dumps({"event": "collected", "tests": [names[t.id()] for t in tests]}) + "\n")
         out.flush()

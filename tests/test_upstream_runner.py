@@ -1,0 +1,126 @@
+"""The upstream-suite runner (python -m torch_emu upstream) on small device-generic test files of
+our own (tests/upstream_sample/): pairing each test's device result with its CPU result, a file
+that does not import, a process that dies mid-file, the skip file, and bad command lines."""
+
+import ast
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+SAMPLES = pathlib.Path(__file__).parent / "upstream_sample"
+RUNNER = pathlib.Path(__file__).parent.parent / "torch_emu" / "conformance" / "upstream.py"
+
+
+def upstream(*args, cwd=None, **env):
+    return subprocess.run([sys.executable, "-m", "torch_emu", "upstream", "--pytorch", str(SAMPLES), *args],
+                          capture_output=True, text=True, timeout=600, cwd=cwd, env={**os.environ, **env})
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("upstream")
+    r = upstream("--file", "sample_device_generic.py", "--file", "sample_import_error.py", "--file", "sample_crash.py",
+                 "--json", str(out / "report.json"), "--write-skip-file", str(out / "skips.json"),
+                 "--bypass-device-restrictions")
+    return r, {f["file"]: f for f in json.loads((out / "report.json").read_text())["files"]}, out / "skips.json"
+
+
+# LITERALINCLUDE START: TEST_UPSTREAM_PAIRS
+def test_each_test_is_paired_with_its_cpu_result(first_run):
+    r, files, _ = first_run
+    assert r.returncode == 1, r.stderr  # device failures where CPU passes
+    sample = files["sample_device_generic.py"]
+    assert sample["counts"]["both passed"] == 3  # test_passes, test_dtypes_pass in two dtypes
+    assert sorted(sample["device failed, cpu passed"]) == [
+        "TestSample.test_fails_on_the_device_float32", "TestSample.test_fails_on_the_device_int64",
+        "TestSample.test_subtest_fails_on_the_device"]
+    assert "differs on the device" in sample["device failed, cpu passed"]["TestSample.test_fails_on_the_device_int64"]
+    assert list(sample["both failed"]) == ["TestSample.test_fails_on_both"]
+    assert sample["counts"]["device passed, cpu not"] == 1
+    assert sample["device skipped"] == {"not today": 1, "Only runs on cpu": 1, "Only runs on cuda": 2}
+    assert "TestSample.test_fails_on_the_device_float32: AssertionError" in r.stdout  # the list that matters
+# LITERALINCLUDE END: TEST_UPSTREAM_PAIRS
+
+
+def test_restricted_tests_run_apart_on_request(first_run):
+    _, files, _ = first_run
+    restricted = files["sample_device_generic.py"]["restricted"]
+    assert restricted["passed"] == ["TestSample.test_cpu_only", "TestSample.test_restricted_passes"]
+    assert list(restricted["failed"]) == ["TestSample.test_restricted_fails"]
+
+
+def test_a_file_that_does_not_import_is_reported_not_counted(first_run):
+    r, files, _ = first_run
+    skew = files["sample_import_error.py"]
+    assert "a_name_this_torch_does_not_have" in skew["import error"] and "counts" not in skew
+    assert "not imported (version skew?)" in r.stdout and "1 file(s) not imported" in r.stdout
+
+
+def test_a_crash_fails_its_test_and_the_file_goes_on(first_run):
+    _, files, _ = first_run
+    crash = files["sample_crash.py"]
+    assert crash["device failed, cpu passed"] == {"TestCrash.test_b_crashes_on_the_device": "process killed by SIGABRT"}
+    assert crash["counts"]["both passed"] == 2  # test_c ran in a new process
+
+
+def test_the_written_skip_file_makes_the_run_pass(first_run):
+    _, _, skips = first_run
+    written = json.loads(skips.read_text())
+    assert set(written["sample_device_generic.py"]["skipped_testcases"]) == {
+        "TestSample.test_fails_on_the_device_float32", "TestSample.test_fails_on_the_device_int64",
+        "TestSample.test_subtest_fails_on_the_device"}
+    r = upstream("--file", "sample_device_generic.py", "--file", "sample_crash.py", "--skip-file", str(skips))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "PASSED: 0 device test(s) fail where CPU passes" in r.stdout
+
+
+def test_skip_entries_by_name_without_dtypes_and_by_operator(tmp_path):
+    skips = tmp_path / "skips.json"
+    skips.write_text(json.dumps({"sample_device_generic.py": {
+        "skipped_testcases": {"TestSample.test_fails_on_the_device": "differs on purpose",
+                              "TestSample.test_subtest_fails_on_the_device": "one subtest differs"},
+        "op_skips": {}}}))
+    r = upstream("--file", "sample_device_generic.py", "--skip-file", str(skips), "--json", str(tmp_path / "r.json"))
+    report = json.loads((tmp_path / "r.json").read_text())["files"][0]
+    assert r.returncode == 0 and report["counts"]["skip file"] == 3
+    assert report["skip file"]["TestSample.test_fails_on_the_device_int64"] == "differs on purpose"
+
+
+def test_it_runs_from_its_folder_with_a_backend_named_by_import(tmp_path):
+    # A vendor's environment: nothing of torch_emu is imported by the runner, the backend is
+    # loaded by --import (autoload off), as another vendor's would be.
+    r = subprocess.run([sys.executable, str(RUNNER), "--pytorch", str(SAMPLES), "--file", "sample_device_generic.py",
+                        "--import", "torch_emu", "--json", str(tmp_path / "r.json")],
+                       capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                       env={**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
+    report = json.loads((tmp_path / "r.json").read_text())["files"][0]
+    assert report["counts"]["device failed, cpu passed"] == 3, r.stdout + r.stderr
+    for path in (RUNNER, RUNNER.with_name("upstream_worker.py"), RUNNER.with_name("runner.py")):
+        tree = ast.parse(path.read_text())
+        imported = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        imported += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+        assert not [m for m in imported if m.startswith("torch_emu")], (path, imported)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--timeout", "-5"], "--timeout must be a positive number"),
+    (["--json", "/proc/nope/x.json"], "cannot write /proc/nope/x.json"),
+    (["--write-skip-file", "/nonexistent-dir/s.json"], "cannot write"),
+    (["--file", "no_such_test.py"], "not in"),
+    (["--skip-file", "/nonexistent-skips.json"], "No such file"),
+])
+def test_bad_command_lines_fail_before_running(args, message):
+    r = upstream("--file", "sample_device_generic.py", *args)
+    assert r.returncode == 2 and message in r.stderr, r.stderr
+    assert "both pass" not in r.stdout  # nothing ran
+
+
+def test_a_malformed_skip_file_is_refused(tmp_path):
+    bad = tmp_path / "skips.json"
+    bad.write_text(json.dumps({"sample_device_generic.py": {"skipped": ["x"]}}))
+    r = upstream("--file", "sample_device_generic.py", "--skip-file", str(bad))
+    assert r.returncode == 2 and "expected skipped_testcases and op_skips" in r.stderr
