@@ -46,6 +46,13 @@ void check_indexed_on_device(const at::Tensor& self) {
 }
 // LITERALINCLUDE END: FALLBACK_HOST_INDICES
 
+// A few out= forms are a CompositeExplicitAutograd kernel that refuses every device but CPU, CUDA
+// and XPU ("mode only supports CPU, CUDA and XPU device type"): they also run CPU's kernel (that
+// same composite kernel, which the dispatcher picks for the CPU key).
+bool checks_for_builtin_devices(const c10::OperatorHandle& op) {
+  const c10::OperatorName& name = op.schema().operator_name();
+  return name.name == "aten::mode" && name.overload_name == "values";
+}
 
 // Applies `fn` to every tensor in an IValue (tensor, or list of tensors or
 // optional tensors); returns the IValue rebuilt from fn's results.
@@ -143,7 +150,7 @@ void run_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10:
   const auto& schema = op.schema();
   const size_t num_args = schema.arguments().size();
   const auto args = torch::jit::last(*stack, num_args);
-  TORCH_CHECK_NOT_IMPLEMENTED(op.hasKernelForDispatchKey(cpu_key),
+  TORCH_CHECK_NOT_IMPLEMENTED(op.hasKernelForDispatchKey(cpu_key) || checks_for_builtin_devices(op),
                               "The operator '", schema.operator_name(),
                               "' is not implemented for emu",
                               cpu_key == c10::DispatchKey::CPU ? "" : " tensors of this layout",
@@ -261,11 +268,13 @@ bool structured_with_kernel_for(const c10::OperatorHandle& op) {
 // A few ops (addr, native_group_norm, _stack, any/all.dims_out) have a CPU kernel and, for every
 // other backend, a decomposition (CompositeExplicitAutograd) that the dispatcher prefers to a
 // backend fallback: emu would round differently from CPU (addr and group_norm in bfloat16). Like
-// every op CPU implements, they run CPU's kernel through the fallback.
+// every op CPU implements, they run CPU's kernel through the fallback; so do the out= forms that
+// check for built-in devices (checks_for_builtin_devices).
 bool cpu_kernel_or_structured(const c10::OperatorHandle& op) {
   return structured_with_kernel_for<c10::DispatchKey::CPU>(op) ||
       (op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) &&
-       op.hasKernelForDispatchKey(c10::DispatchKey::CPU));
+       op.hasKernelForDispatchKey(c10::DispatchKey::CPU)) ||
+      checks_for_builtin_devices(op);
 }
 
 void route_structured_ops_to_fallback() {

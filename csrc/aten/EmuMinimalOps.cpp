@@ -146,13 +146,15 @@ at::Tensor& set_empty(at::Tensor& self) {
 // LITERALINCLUDE END: OP_SET
 
 // LITERALINCLUDE START: OP_SCALAR
-// .item(): one element copied to the host, after the stream's work finished
-// (a copy to pageable host memory completes before the runtime returns).
+// .item(): the first element copied to the host, after the stream's work
+// finished (a copy to pageable host memory completes before the runtime
+// returns). As on CPU, .item() itself refuses more than one element; this
+// reads the first one of any non-empty tensor.
 at::Scalar local_scalar_dense(const at::Tensor& self) {
-  TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(), " elements cannot be converted to Scalar");
+  TORCH_CHECK(self.numel() > 0, "_local_scalar_dense: Empty tensor not supported");
   warn_or_error_on_sync("Tensor.item() (aten::_local_scalar_dense)");
-  at::Tensor host = at::empty(self.sizes(), self.options().device(at::kCPU));
-  copy_from(self, host, /*non_blocking=*/true);
+  at::Tensor host = at::empty({}, self.options().device(at::kCPU));
+  copy_from(self.as_strided({}, {}), host, /*non_blocking=*/true);
   return host.item();
 }
 // LITERALINCLUDE END: OP_SCALAR

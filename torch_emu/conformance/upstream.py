@@ -129,11 +129,17 @@ def classify(cpu: tuple | None, device: tuple | None) -> str:
 
 def file_report(name: str, path: pathlib.Path, args: argparse.Namespace, skips: dict) -> dict:
     options = {"imports": args.imports, **skips.get(name, {})}
-    events, died, seconds = run_file(path, options, args.timeout)
+    # One process per device: what a test leaves behind (a TORCH_WARN_ONCE fired by CPU's kernel,
+    # which a backend running CPU's kernels shares) must not decide its other variant's result.
+    events, died, seconds = [], None, 0.0
+    for device in ("cpu", "privateuse1"):
+        more, more_died, more_seconds = run_file(path, {**options, "device": device}, args.timeout)
+        events, died, seconds = events + more, died or more_died, seconds + more_seconds
+        skew = next((e["message"] for e in events if e["event"] == "import error"), None)
+        if skew or not any(e["event"] == "collected" for e in events):
+            return {"file": name, "commit": commit_of(path), "seconds": round(seconds, 1), "died": died,
+                    "import error": skew or died or "the worker collected no tests"}
     report = {"file": name, "commit": commit_of(path), "seconds": round(seconds, 1), "died": died}
-    skew = next((e["message"] for e in events if e["event"] == "import error"), None)
-    if skew or not any(e["event"] == "collected" for e in events):
-        return {**report, "import error": skew or died or "the worker collected no tests"}
     results = results_of(events, died)
     pairs = {key: (r.get("cpu"), r.get("privateuse1")) for key, r in results.items()}
     if args.bypass_device_restrictions:
@@ -153,7 +159,7 @@ def run_restricted(path: pathlib.Path, options: dict, keys: list[str], timeout: 
     """The device tests PyTorch restricts to native device types, run on the device anyway."""
     if not keys:
         return {"passed": [], "failed": {}}
-    events, died, _ = run_file(path, {**options, "only": keys, "bypass": True}, timeout)
+    events, died, _ = run_file(path, {**options, "device": "privateuse1", "only": keys, "bypass": True}, timeout)
     device = {k: r["privateuse1"] for k, r in results_of(events, died).items() if "privateuse1" in r}
     return {"passed": sorted(k for k, (s, _) in device.items() if s == "passed"),
             "failed": {k: m for k, (s, m) in sorted(device.items()) if s == "failed"}}

@@ -3,7 +3,9 @@
 ``python upstream_worker.py TEST_FILE RESULTS.jsonl OPTIONS.json``, started by ``upstream.py``
 with the file's folder as its working directory. It imports the backend modules named in the
 options (a backend torch does not autoload), then the test file; ``instantiate_device_type_tests``
-in it makes a CPU class and a PrivateUse1 class of every device-generic test class. Both run,
+in it makes a CPU class and a PrivateUse1 class of every device-generic test class. The classes
+of one of the two devices run (the runner starts one process per device, so that neither side's
+global state, such as a TORCH_WARN_ONCE already fired by the same CPU kernel, reaches the other),
 test by test; each test's start and end are one JSON line, written at once, so that a crash or a
 timeout still leaves every finished result and names the test it happened in (the runner then
 starts the file again without the tests already done).
@@ -134,7 +136,7 @@ def run(path: str, results: str, options: dict) -> None:
         for test in flatten(unittest.TestLoader().loadTestsFromModule(module)):
             device = device_of(test)
             name = f"{type(test).__name__}.{test._testMethodName}"
-            if device is None or name in exclude or (only and generic_key(test, device, backend) not in only):
+            if device != options["device"] or name in exclude or (only and generic_key(test, device, backend) not in only):
                 continue
             names[test.id()] = {"device": device, "key": generic_key(test, device, backend), "name": name}
             tests.append(test)
