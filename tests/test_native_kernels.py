@@ -398,3 +398,15 @@ def test_low_precision_batched_matmul_keeps_onednn_on(dtype, baseline_memory):
         torch.testing.assert_close(got.cpu(), f(a, b, c), rtol=0, atol=0)
     assert torch._C._get_mkldnn_enabled()
     del got
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_low_precision_sum_of_a_strided_input_rounds_like_cpu(dtype):
+    """CPU's sum accumulates such an input in a float buffer, on CPU tensors only
+    (found by PyTorch's test_reductions.py): emu's sum runs on host aliases in
+    these dtypes and gives CPU's result bit for bit."""
+    g = torch.Generator().manual_seed(1234)
+    base = torch.rand(2, 3, generator=g).mul(2).sub(1).to(dtype)
+    for expand in (lambda t: t.unsqueeze(1).expand(-1, 5, -1), lambda t: t.t().unsqueeze(0).expand(7, -1, -1)):
+        for dims in ([], [0, 1, 2], [0, 2]):
+            torch.testing.assert_close(expand(base.to("emu")).sum(dims).cpu(), expand(base).sum(dims), rtol=0, atol=0)

@@ -343,13 +343,16 @@ bool runs_as_is(const Impl& op) {
 }
 
 // LITERALINCLUDE START: ONEDNN_ON_HOST
-// CPU's batched matrix products hand bfloat16/float16 work to oneDNN, which
-// insists on CPU tensors; on any other tensor it fails, and the kernel turns
-// oneDNN off for the whole process before taking its own path (so LSTMs and
-// CPU matmuls lose oneDNN too). Ops marked here run on host aliases in those
-// dtypes: they take oneDNN's path, as on CPU, and leave the setting alone.
+// Some CPU kernels take a path of their own for CPU tensors in bfloat16 and
+// float16, which emu must take too to round as CPU does. CPU's batched matrix
+// products hand that work to oneDNN, which insists on CPU tensors; on any
+// other tensor it fails, and the kernel turns oneDNN off for the whole
+// process before taking its own path (so LSTMs and CPU matmuls lose oneDNN
+// too). sum accumulates some strided inputs in a float buffer on CPU only
+// (should_use_acc_buffer). Ops marked here run on host aliases in those
+// dtypes: they take CPU's path, and leave every setting alone.
 template <typename Impl>
-inline constexpr bool onednn_in_low_precision = false;
+inline constexpr bool cpu_path_in_low_precision = false;
 // Ops whose impl() takes CPU's path only for CPU tensors (gelu's oneDNN
 // erf): always on host aliases, to round as CPU does.
 template <typename Impl>
@@ -359,7 +362,7 @@ template <typename Impl, typename S>
 bool needs_host_tensors(const S& self) {
   if constexpr (cpu_path_on_cpu_tensors_only<Impl>) {
     return true;
-  } else if constexpr (onednn_in_low_precision<Impl>) {
+  } else if constexpr (cpu_path_in_low_precision<Impl>) {
     return self.scalar_type() == at::kBFloat16 || self.scalar_type() == at::kHalf;
   }
   return false;

@@ -12,9 +12,9 @@ namespace torch_emu {
 
 // bmm and baddbmm in bfloat16/float16 go to oneDNN on host aliases (EmuKernel.h).
 template <>
-inline constexpr bool kernel::onednn_in_low_precision<at::native::structured_bmm_out_cpu> = true;
+inline constexpr bool kernel::cpu_path_in_low_precision<at::native::structured_bmm_out_cpu> = true;
 template <>
-inline constexpr bool kernel::onednn_in_low_precision<at::native::structured_baddbmm_out_cpu> = true;
+inline constexpr bool kernel::cpu_path_in_low_precision<at::native::structured_baddbmm_out_cpu> = true;
 
 namespace {
 

@@ -36,6 +36,9 @@ struct MeanOnHost : structured_mean_out {
 
 template <>
 inline constexpr bool kernel::cpu_path_on_cpu_tensors_only<MeanOnHost> = true;
+// sum's float accumulation buffer for some strided bfloat16/float16 inputs (EmuKernel.h).
+template <>
+inline constexpr bool kernel::cpu_path_in_low_precision<structured_sum_out> = true;
 
 void register_reduction_kernels(torch::Library& m) {
   m.impl("sum.dim_IntList", TORCH_FN(Structured<structured_sum_out>::functional));
