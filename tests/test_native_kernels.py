@@ -156,6 +156,15 @@ def test_type_promotion_and_python_numbers():
         check(fn, [f, i, h], native=False)
 
 
+def test_python_numbers_convert_without_overflow_checks_like_cpu():
+    # CPU's kernels read a scalar operand with a plain conversion (uint8 + 1000 wraps, float * 1e300 is
+    # inf), a 16-bit float kernel as a float (0 * 1e10 is 0 in half, not 0 * inf).
+    u = torch.tensor([0, 1, 255], dtype=torch.uint8)
+    for fn in (lambda u: u + 1000, lambda u: u * 300, lambda u: u - 5, lambda u: u.clone().add_(200),
+               lambda u: u.to(torch.int8) + 200, lambda u: u.float() * 1e300, lambda u: u.half() * 1e10):
+        torch.testing.assert_close(fn(u.to("emu")).cpu(), fn(u), rtol=0, atol=0, equal_nan=True)
+
+
 def test_errors_are_clear():
     a, b = on_emu(inputs(A, B))
     with pytest.raises(RuntimeError, match="same device, but found at least two devices, emu:0 and cpu"):

@@ -1,7 +1,9 @@
 #include "aten/kernels/EmuKernel.h"
 
+#include <ATen/Dispatch_v2.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/ScalarOps.h>
+#include <c10/util/TypeCast.h>
 
 namespace torch_emu::kernel {
 
@@ -39,15 +41,27 @@ at::Tensor match_wrapped_number(const at::Tensor& t, const at::Tensor& like) {
   if (kind(t.scalar_type()) > kind(like.scalar_type())) {
     return t;
   }
-  c10::Scalar value;
+  // A 16-bit float kernel computes in float and reads the number as a float
+  // (half * 1e10 is 0 for 0, not 0 * inf): left to CPU's iterator.
+  if (at::isReducedFloatingType(like.scalar_type()) || like.scalar_type() == at::kComplexHalf) {
+    return t;
+  }
+  // Converted as CPU's kernels read a scalar operand, with c10::convert and no
+  // overflow check: uint8 + 1000 wraps around, float32 * 1e300 is inf.
+  std::optional<c10::Scalar> value;
+  auto convert = [&](auto number) {
+    AT_DISPATCH_V2(like.scalar_type(), "match_wrapped_number",
+                   AT_WRAP([&] { value = c10::Scalar(c10::convert<scalar_t>(number)); }),
+                   AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), at::kBool);
+  };
   switch (t.scalar_type()) { // the types Python numbers are wrapped as
-    case at::kDouble: value = *t.const_data_ptr<double>(); break;
-    case at::kLong: value = *t.const_data_ptr<int64_t>(); break;
-    case at::kBool: value = *t.const_data_ptr<bool>(); break;
-    case at::kComplexDouble: value = *t.const_data_ptr<c10::complex<double>>(); break;
+    case at::kDouble: convert(*t.const_data_ptr<double>()); break;
+    case at::kLong: convert(*t.const_data_ptr<int64_t>()); break;
+    case at::kBool: convert(*t.const_data_ptr<bool>()); break;
+    case at::kComplexDouble: convert(*t.const_data_ptr<c10::complex<double>>()); break;
     default: return t;
   }
-  at::Tensor converted = at::detail::scalar_tensor_static(value, like.scalar_type(), at::kCPU);
+  at::Tensor converted = at::detail::scalar_tensor_static(*value, like.scalar_type(), at::kCPU);
   converted.unsafeGetTensorImpl()->set_wrapped_number(true);
   return converted;
 }
