@@ -155,6 +155,21 @@ def test_random_ops_wait_so_seeding_stays_exact(baseline_memory):
     assert a.cpu().equal(b.cpu())
 
 
+def test_a_kernel_computes_in_the_default_dtype_of_its_call(baseline_memory):
+    # int / int computes in the default float dtype; the block that set it has
+    # ended before a queued kernel would run (PyTorch's test_div_rounding_numpy).
+    a = torch.tensor([1000001, 7], dtype=torch.int64)
+    b = torch.tensor([7, 3], dtype=torch.int64)
+    ea, eb = a.to("emu"), b.to("emu")
+    sleep_ms(100)
+    torch.set_default_dtype(torch.double)
+    try:
+        got, expected = torch.divide(ea, eb), torch.divide(a, b)
+    finally:
+        torch.set_default_dtype(torch.float32)
+    assert got.dtype == torch.float64 and torch.equal(got.cpu(), expected)
+
+
 def test_queued_kernel_reads_cpu_scalars_as_launched(baseline_memory):
     x = torch.zeros(4, device="emu")
     s = torch.tensor(2.0)  # a CPU 0-dim operand

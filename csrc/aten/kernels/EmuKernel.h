@@ -342,6 +342,24 @@ bool runs_as_is(const Impl& op) {
   return true;
 }
 
+// A queued kernel runs the op's meta() again when it runs, which reads the
+// default dtype then, not at the call: an iterator that promotes integer
+// inputs to a float (int / int, int * 2.5) computes in the default float
+// dtype, and `with set_default_dtype(torch.double)` may have ended by then.
+// Such a kernel waits, so that it runs under the call's default dtype.
+template <typename Impl>
+bool promotes_integers_to_float(const Impl& op) {
+  if constexpr (std::is_base_of_v<at::TensorIteratorBase, Impl>) {
+    const std::optional<at::ScalarType> common = op.maybe_common_dtype();
+    if (common.has_value() && (at::isFloatingType(*common) || at::isComplexType(*common))) {
+      for (int i = op.noutputs(); i < op.ntensors(); ++i) {
+        if (at::isIntegralType(op.dtype(i), /*includeBool=*/true)) return true;
+      }
+    }
+  }
+  return false;
+}
+
 // LITERALINCLUDE START: ONEDNN_ON_HOST
 // Some CPU kernels take a path of their own for CPU tensors in bfloat16 and
 // float16, which emu must take too to round as CPU does. CPU's batched matrix
@@ -524,10 +542,13 @@ struct Structured<Impl, N, void (Base::*)(Self, Rest...)> {
           [&] { return replay_functional(outputs_of(op, std::make_index_sequence<N>()), self, rest...); },
           kernel_name<Impl>());
     } else {
-      queue_on(
-          device, [&] { known_on_host(outputs_of(op, std::make_index_sequence<N>()), self, rest...); },
-          [&] { return replay_on_host(outputs_of(op, std::make_index_sequence<N>()), self, rest...); },
-          kernel_name<Impl>());
+      auto kernel = [&] { known_on_host(outputs_of(op, std::make_index_sequence<N>()), self, rest...); };
+      auto make_owning = [&] { return replay_on_host(outputs_of(op, std::make_index_sequence<N>()), self, rest...); };
+      if (promotes_integers_to_float(op)) {
+        run_on(device, kernel, make_owning, kernel_name<Impl>());
+      } else {
+        queue_on(device, kernel, make_owning, kernel_name<Impl>());
+      }
     }
     return take_outputs(op, std::make_index_sequence<N>());
   }
