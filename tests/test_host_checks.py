@@ -2,9 +2,9 @@
 
 A kernel may run after its launch returned (queued launches, the default), but
 the arguments are checked before: a bad shape, broadcast, dtype, overlap or
-device raises at the call with CPU's exception type and message, for copies,
-ops that run through the fallback, native structured ops (functional and
-in-place) and the foreach ops. Only what a kernel finds in the data (an index
+device, or a dtype the kernel lacks, raises at the call with CPU's exception
+type and message, for copies, ops that run through the fallback, native
+structured ops (functional and in-place) and the foreach ops. Only what a kernel finds in the data (an index
 out of range) is reported at the next synchronisation, as on CUDA. Warnings a
 kernel raises reach Python once, from the line of the call.
 
@@ -42,6 +42,8 @@ CASES = {
     "foreach scalar list": lambda d: torch._foreach_add_([torch.ones(2, device=d)] * 2, [1.0]),
     "foreach dtype": lambda d: torch._foreach_div_([torch.ones(2, dtype=torch.long, device=d)], 2),
     "foreach complex scalar": lambda d: torch._foreach_mul_([torch.ones(2, device=d)], 1j),
+    "dtype the kernel lacks": lambda d: torch.tensor([1j], device=d) < torch.tensor([2j], device=d),
+    "dtype the kernel lacks, in-place": lambda d: torch.ones(3, dtype=torch.chalf, device=d).lt_(1),
     "cat": lambda d: torch.cat([torch.ones(3, device=d), torch.ones(2, 2, device=d)]),
     "layer_norm weight": lambda d: F.layer_norm(torch.ones(2, 3, device=d), (3,), torch.ones(4, device=d)),
 }

@@ -1,6 +1,11 @@
 #include "aten/kernels/EmuKernel.h"
 
 #include <ATen/Dispatch_v2.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
+#include <ATen/ops/zeros.h>
+
+#include <algorithm>
 #include <ATen/EmptyTensor.h>
 #include <ATen/ScalarOps.h>
 #include <c10/util/TypeCast.h>
@@ -12,6 +17,63 @@ at::Tensor new_output(c10::IntArrayRef sizes, c10::IntArrayRef strides, const at
   return strides.empty() ? empty_memory_format(sizes, dtype, std::nullopt, options.device_opt(), std::nullopt,
                                                options.memory_format_opt())
                          : empty_strided(sizes, strides, dtype, std::nullopt, options.device_opt(), std::nullopt);
+}
+
+at::Tensor host_output(c10::IntArrayRef sizes, c10::IntArrayRef strides, const at::TensorOptions& options) {
+  const at::TensorOptions host = options.device(at::kCPU);
+  return strides.empty() ? at::empty(sizes, host) : at::empty_strided(sizes, strides, host);
+}
+
+uint64_t dtypes_key_of(std::initializer_list<uint64_t> parts) {
+  uint64_t key = 1469598103934665603ull; // FNV-1a over the parts
+  for (const uint64_t part : parts) {
+    key = (key ^ part) * 1099511628211ull;
+  }
+  return key == 0 ? 1 : key; // 0 means "none yet" in CheckedDtypes::last_
+}
+
+bool CheckedDtypes::contains(uint64_t key) const {
+  if (last_.load(std::memory_order_relaxed) == key) {
+    return true;
+  }
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return std::find(keys_.begin(), keys_.end(), key) != keys_.end();
+}
+
+void CheckedDtypes::add(uint64_t key) {
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (std::find(keys_.begin(), keys_.end(), key) == keys_.end()) {
+      keys_.push_back(key);
+    }
+  }
+  last_.store(key, std::memory_order_relaxed);
+}
+
+at::Tensor stand_in(const at::Tensor& t) {
+  if (!t.defined()) {
+    return t;
+  }
+  at::Tensor host = t.dim() == 0 ? at::zeros({}, t.options().device(at::kCPU))
+                                 : at::empty(c10::DimVector(t.dim(), 0), t.options().device(at::kCPU));
+  if (t.unsafeGetTensorImpl()->is_wrapped_number()) {
+    host.unsafeGetTensorImpl()->set_wrapped_number(true);
+  }
+  return host;
+}
+
+void run_dtype_check(c10::function_ref<void()> dry_run) {
+  struct Discard final : c10::WarningHandler {
+    void process(const c10::Warning&) override {}
+  } discard;
+  const c10::WarningUtils::WarningHandlerGuard quiet(&discard);
+  try {
+    dry_run();
+  } catch (const c10::NotImplementedError&) {
+    throw;
+  } catch (const std::exception&) {
+    // a stand-in's shape, not the arguments' dtypes
+  }
 }
 
 void check_inplace(const at::Tensor& self, c10::IntArrayRef sizes, const at::TensorOptions& options) {

@@ -27,7 +27,10 @@
 #include <c10/util/ExclusivelyOwned.h>
 
 #include <array>
+#include <atomic>
 #include <functional>
+#include <initializer_list>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -255,10 +258,68 @@ struct SchemaArg<at::OptionalScalarRef> {
 
 // A new output of a structured op; empty strides mean contiguous.
 at::Tensor new_output(c10::IntArrayRef sizes, c10::IntArrayRef strides, const at::TensorOptions& options);
+at::Tensor host_output(c10::IntArrayRef sizes, c10::IntArrayRef strides, const at::TensorOptions& options);
+
+// LITERALINCLUDE START: DTYPE_CHECK
+// CPU's kernels refuse a dtype they lack before they touch any data (their
+// AT_DISPATCH: '"lt_cpu" not implemented for 'ComplexFloat''), which CUDA
+// raises at the call too; a queued kernel would report it at the next sync.
+// So the first launch of a structured kernel for each combination of its
+// arguments' dtypes first runs CPU's kernel on the host, on empty CPU
+// tensors of those dtypes and ranks, and raises what it raises if that is a
+// NotImplementedError (other errors of such a stand-in run are not the
+// arguments' and are ignored, and so are its warnings). Later launches with
+// the same dtypes cost one hash and one atomic load.
+uint64_t dtypes_key_of(std::initializer_list<uint64_t> parts);
+inline uint64_t dtype_part(const at::Tensor& t) {
+  return t.defined() ? 1 + static_cast<uint64_t>(t.scalar_type()) * 4 + (t.dim() == 0) * 2 +
+                           t.unsafeGetTensorImpl()->is_wrapped_number()
+                     : 0;
+}
+inline uint64_t dtype_part(const std::optional<at::Tensor>& t) {
+  return t.has_value() ? dtype_part(*t) : 0;
+}
+inline uint64_t dtype_part(const at::Scalar& s) {
+  return 1000 + static_cast<uint64_t>(s.type());
+}
+inline uint64_t dtype_part(const std::optional<at::Scalar>& s) {
+  return s.has_value() ? dtype_part(*s) : 0;
+}
+template <typename T>
+uint64_t dtype_part(const T&) {
+  return 0;
+}
+
+// The dtype combinations one kernel has already been checked for.
+class CheckedDtypes {
+ public:
+  bool contains(uint64_t key) const;
+  void add(uint64_t key);
+
+ private:
+  std::atomic<uint64_t> last_{0};
+  mutable std::mutex mutex_;
+  std::vector<uint64_t> keys_;
+};
+
+// An empty CPU tensor standing in for an argument: same dtype and rank (a
+// 0-dim one keeps its one element and its wrapped-number flag).
+at::Tensor stand_in(const at::Tensor& t);
+inline std::optional<at::Tensor> stand_in(const std::optional<at::Tensor>& t) {
+  return t.has_value() ? std::optional<at::Tensor>(stand_in(*t)) : std::nullopt;
+}
+template <typename T>
+const T& stand_in(const T& x) {
+  return x;
+}
+
+// Runs `dry_run` with warnings kept from the user; rethrows only a NotImplementedError.
+void run_dtype_check(c10::function_ref<void()> dry_run);
+// LITERALINCLUDE END: DTYPE_CHECK
 
 // The outputs of a structured op's functional form, allocated on emu with
-// the geometry meta() asks for.
-template <typename Impl, size_t N>
+// the geometry meta() asks for (on the host for a dtype check, below).
+template <typename Impl, size_t N, bool kOnHost = false>
 struct NewOutputs final : Impl {
   void set_output_strided(int64_t i, c10::IntArrayRef sizes, c10::IntArrayRef strides,
                           at::TensorOptions options) override {
@@ -266,7 +327,7 @@ struct NewOutputs final : Impl {
   }
   void set_output_raw_strided(int64_t i, c10::IntArrayRef sizes, c10::IntArrayRef strides,
                               at::TensorOptions options) override {
-    outputs[i] = new_output(sizes, strides, options);
+    outputs[i] = kOnHost ? host_output(sizes, strides, options) : new_output(sizes, strides, options);
     if constexpr (std::is_base_of_v<at::TensorIteratorBase, Impl>) {
       Impl::set_output_raw_strided(i, sizes, strides, options); // after: it reads maybe_get_output
     }
@@ -487,11 +548,13 @@ template <typename Impl, size_t N, typename Base, typename Self, typename... Res
 struct Structured<Impl, N, void (Base::*)(Self, Rest...)> {
   static auto functional(typename SchemaArg<Self>::type self, typename SchemaArg<Rest>::type... rest) {
     const c10::DeviceIndex device = common_device(self, rest...);
+    check_dtypes_once(self, rest...);
     return functional_on(device, with_dtype_of(self, self), with_dtype_of(rest, self)...);
   }
 
   static at::Tensor& inplace(at::Tensor& self, typename SchemaArg<Rest>::type... rest) {
     const c10::DeviceIndex device = common_device(self, rest...);
+    check_dtypes_once(self, rest...);
     if (!inplace_as_is(device, self, with_dtype_of(rest, self)...)) {
       queue_on(
           device,
@@ -611,14 +674,36 @@ struct Structured<Impl, N, void (Base::*)(Self, Rest...)> {
     };
   }
 
-  template <typename S, typename... R>
-  static void impl_into(NewOutputs<Impl, N>& op, const S& self, const R&... rest) {
+  template <typename Op, typename S, typename... R>
+  static void impl_into(Op& op, const S& self, const R&... rest) {
     impl_into(op, std::make_index_sequence<N>(), SchemaArg<Self>::to_meta(self), SchemaArg<Rest>::to_meta(rest)...);
   }
 
-  template <size_t... I, typename... Args>
-  static void impl_into(NewOutputs<Impl, N>& op, std::index_sequence<I...>, const Args&... args) {
+  template <typename Op, size_t... I, typename... Args>
+  static void impl_into(Op& op, std::index_sequence<I...>, const Args&... args) {
     op.impl(args..., *op.outputs[I]...);
+  }
+
+  // DTYPE_CHECK above: the functional form's meta() and impl() on stand-ins.
+  template <typename S, typename... R>
+  static void check_dtypes_once(const S& self, const R&... rest) {
+    static CheckedDtypes checked;
+    const uint64_t key = dtypes_key_of({dtype_part(self), dtype_part(rest)...});
+    if (C10_LIKELY(checked.contains(key))) {
+      return;
+    }
+    run_dtype_check([&] {
+      const auto self_host = stand_in(self);
+      const auto rest_host = std::make_tuple(stand_in(rest)...);
+      std::apply(
+          [&](const auto&... r) {
+            NewOutputs<Impl, N, /*kOnHost=*/true> op;
+            op.meta(SchemaArg<Self>::to_meta(self_host), SchemaArg<Rest>::to_meta(r)...);
+            impl_into(op, self_host, r...);
+          },
+          rest_host);
+    });
+    checked.add(key);
   }
 
   template <size_t... I>
