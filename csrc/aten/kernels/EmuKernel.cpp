@@ -50,19 +50,18 @@ void CheckedDtypes::add(uint64_t key) {
   last_.store(key, std::memory_order_relaxed);
 }
 
-at::Tensor stand_in(const at::Tensor& t) {
+at::Tensor stand_in(const at::Tensor& t, int64_t size) {
   if (!t.defined()) {
     return t;
   }
-  at::Tensor host = t.dim() == 0 ? at::zeros({}, t.options().device(at::kCPU))
-                                 : at::empty(c10::DimVector(t.dim(), 0), t.options().device(at::kCPU));
+  at::Tensor host = at::zeros(c10::DimVector(t.dim(), size), t.options().device(at::kCPU));
   if (t.unsafeGetTensorImpl()->is_wrapped_number()) {
     host.unsafeGetTensorImpl()->set_wrapped_number(true);
   }
   return host;
 }
 
-void run_dtype_check(c10::function_ref<void()> dry_run) {
+void run_dtype_check(c10::function_ref<void()> dry_run, bool all_errors) {
   struct Discard final : c10::WarningHandler {
     void process(const c10::Warning&) override {}
   } discard;
@@ -72,7 +71,9 @@ void run_dtype_check(c10::function_ref<void()> dry_run) {
   } catch (const c10::NotImplementedError&) {
     throw;
   } catch (const std::exception&) {
-    // a stand-in's shape, not the arguments' dtypes
+    if (all_errors) {
+      throw;
+    } // else a stand-in's shape, not the arguments' dtypes
   }
 }
 

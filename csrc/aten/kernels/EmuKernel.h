@@ -266,9 +266,9 @@ at::Tensor host_output(c10::IntArrayRef sizes, c10::IntArrayRef strides, const a
 // raises at the call too; a queued kernel would report it at the next sync.
 // So the first launch of a structured kernel for each combination of its
 // arguments' dtypes first runs CPU's kernel on the host, on empty CPU
-// tensors of those dtypes and ranks, and raises what it raises if that is a
-// NotImplementedError (other errors of such a stand-in run are not the
-// arguments' and are ignored, and so are its warnings). Later launches with
+// tensors of those dtypes and ranks (stand-ins), and raises what it raises if
+// that is a NotImplementedError (other errors of such a run are the
+// stand-ins' shapes, not the arguments', and are ignored, as are warnings). Later launches with
 // the same dtypes cost one hash and one atomic load.
 uint64_t dtypes_key_of(std::initializer_list<uint64_t> parts);
 inline uint64_t dtype_part(const at::Tensor& t) {
@@ -302,19 +302,27 @@ class CheckedDtypes {
   std::vector<uint64_t> keys_;
 };
 
-// An empty CPU tensor standing in for an argument: same dtype and rank (a
-// 0-dim one keeps its one element and its wrapped-number flag).
-at::Tensor stand_in(const at::Tensor& t);
-inline std::optional<at::Tensor> stand_in(const std::optional<at::Tensor>& t) {
-  return t.has_value() ? std::optional<at::Tensor>(stand_in(*t)) : std::nullopt;
+// A CPU tensor of zeros standing in for an argument: same dtype and rank,
+// every dimension of `size` (a 0-dim one keeps its wrapped-number flag).
+at::Tensor stand_in(const at::Tensor& t, int64_t size);
+inline std::optional<at::Tensor> stand_in(const std::optional<at::Tensor>& t, int64_t size) {
+  return t.has_value() ? std::optional<at::Tensor>(stand_in(*t, size)) : std::nullopt;
 }
 template <typename T>
-const T& stand_in(const T& x) {
+const T& stand_in(const T& x, int64_t) {
   return x;
 }
 
-// Runs `dry_run` with warnings kept from the user; rethrows only a NotImplementedError.
-void run_dtype_check(c10::function_ref<void()> dry_run);
+// Runs `dry_run` with warnings kept from the user; rethrows a NotImplementedError,
+// or every error when `all_errors` (kernels marked below).
+void run_dtype_check(c10::function_ref<void()> dry_run, bool all_errors);
+
+// Kernels whose every check on stand-ins is one on the arguments: the matrix
+// products check their dtypes in impl() ("expected m1 and m2 to have the same
+// dtype"), some only once they have data. Their stand-ins have every
+// dimension 1 (not 0), which keeps the shapes of a matrix product compatible.
+template <typename Impl>
+inline constexpr bool stand_in_errors_are_real = false;
 // LITERALINCLUDE END: DTYPE_CHECK
 
 // The outputs of a structured op's functional form, allocated on emu with
@@ -693,8 +701,9 @@ struct Structured<Impl, N, void (Base::*)(Self, Rest...)> {
       return;
     }
     run_dtype_check([&] {
-      const auto self_host = stand_in(self);
-      const auto rest_host = std::make_tuple(stand_in(rest)...);
+      const int64_t size = stand_in_errors_are_real<Impl> ? 1 : 0;
+      const auto self_host = stand_in(self, size);
+      const auto rest_host = std::make_tuple(stand_in(rest, size)...);
       std::apply(
           [&](const auto&... r) {
             NewOutputs<Impl, N, /*kOnHost=*/true> op;
@@ -702,7 +711,7 @@ struct Structured<Impl, N, void (Base::*)(Self, Rest...)> {
             impl_into(op, self_host, r...);
           },
           rest_host);
-    });
+    }, stand_in_errors_are_real<Impl>);
     checked.add(key);
   }
 

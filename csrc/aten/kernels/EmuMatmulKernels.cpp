@@ -16,6 +16,16 @@ inline constexpr bool kernel::cpu_path_in_low_precision<at::native::structured_b
 template <>
 inline constexpr bool kernel::cpu_path_in_low_precision<at::native::structured_baddbmm_out_cpu> = true;
 
+// Their dtype checks are in impl(): a stand-in run raises them at the call (EmuKernel.h).
+template <>
+inline constexpr bool kernel::stand_in_errors_are_real<at::native::structured_mm_out_cpu> = true;
+template <>
+inline constexpr bool kernel::stand_in_errors_are_real<at::native::structured_bmm_out_cpu> = true;
+template <>
+inline constexpr bool kernel::stand_in_errors_are_real<at::native::structured_addmm_out_cpu> = true;
+template <>
+inline constexpr bool kernel::stand_in_errors_are_real<at::native::structured_baddbmm_out_cpu> = true;
+
 namespace {
 
 using namespace at::native;
