@@ -52,21 +52,31 @@ def discover(extra: list[str]) -> list[Tier]:
 
 
 # LITERALINCLUDE START: RUN_TIER
+def run_worker(cmd: list[str], results: pathlib.Path, timeout: float,
+               cwd: pathlib.Path | None = None) -> tuple[list[dict], str | None, float]:
+    """Runs a worker in a fresh interpreter with a timeout: the JSON lines it wrote to
+    `results`, how it died (None if it did not) and the seconds it took."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # its own group: a timeout kills its children too
+    try:
+        _, stderr = proc.communicate(timeout=timeout)
+        died = None if proc.returncode == 0 else describe_exit(proc.returncode, stderr)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        died = f"timed out after {timeout:g} s"
+    events = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
+    return events, died, time.perf_counter() - start
+
+
 def run_tier(tier: Tier, device: str, imports: list[str], timeout: float) -> dict:
     """Runs one tier in a fresh interpreter; a crash or a hang fails the check it happened in."""
-    with tempfile.NamedTemporaryFile("r", suffix=".jsonl") as results:
-        cmd = [sys.executable, str(WORKER), tier.path, results.name, device or "", *imports]
-        start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True)  # its own group: a timeout kills its children too
-        try:
-            _, stderr = proc.communicate(timeout=timeout)
-            died = None if proc.returncode == 0 else describe_exit(proc.returncode, stderr)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            died = f"timed out after {timeout:g} s"
-        events = [json.loads(line) for line in results.read().splitlines() if line.strip()]
+    with tempfile.TemporaryDirectory() as tmp:
+        results = pathlib.Path(tmp, "results.jsonl")
+        results.touch()
+        events, died, seconds = run_worker(
+            [sys.executable, str(WORKER), tier.path, str(results), device or "", *imports], results, timeout)
     # LITERALINCLUDE END: RUN_TIER
     results_by_check = {e["check"]: e for e in events if e["event"] == "end"}
     started = [e["check"] for e in events if e["event"] == "start"]
@@ -85,7 +95,7 @@ def run_tier(tier: Tier, device: str, imports: list[str], timeout: float) -> dic
     failure = next((c for c in checks if c["status"] == "failed"), None)
     device = next((e["device"] for e in events if e["event"] == "device"), device)
     return {"tier": tier.name, "meaning": tier.meaning, "chapter": tier.chapter, "device": device, **count,
-            "ok": count["failed"] == 0, "seconds": round(time.perf_counter() - start, 2),
+            "ok": count["failed"] == 0, "seconds": round(seconds, 2),
             "first_failure": failure and f"{failure['check']}: {failure['reason']}", "checks": checks}
 
 

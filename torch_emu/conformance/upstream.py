@@ -17,19 +17,16 @@ a CI runs only what is expected to pass and sees each new failure.
 
 import argparse
 import json
-import os
 import pathlib
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections import Counter
 
 if __package__:
-    from .runner import describe_exit
+    from .runner import run_worker
 else:  # run from the folder, outside the torch_emu package (see __main__.py)
-    from runner import describe_exit
+    from runner import run_worker
 
 WORKER = pathlib.Path(__file__).resolve().parent / "upstream_worker.py"
 
@@ -49,38 +46,27 @@ RESTRICTED = "Only runs on"
 
 
 # LITERALINCLUDE START: UPSTREAM_RUN_FILE
-def run_worker(path: pathlib.Path, options: dict, timeout: float) -> tuple[list[dict], str | None, float]:
+def run_test_file(path: pathlib.Path, options: dict, timeout: float) -> tuple[list[dict], str | None, float]:
     """Runs one test file in a fresh interpreter: its events, how it died (if it did), seconds."""
     with tempfile.TemporaryDirectory() as tmp:
         results, settings = pathlib.Path(tmp, "results.jsonl"), pathlib.Path(tmp, "options.json")
         settings.write_text(json.dumps(options))
         results.touch()
-        start = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, str(WORKER), str(path), str(results), str(settings)],
-                                cwd=path.parent, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True)  # its own group: a timeout kills its children too
-        try:
-            _, stderr = proc.communicate(timeout=timeout)
-            died = None if proc.returncode == 0 else describe_exit(proc.returncode, stderr)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            died = f"timed out after {timeout:g} s"
-        events = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
-    return events, died, time.perf_counter() - start
+        return run_worker([sys.executable, str(WORKER), str(path), str(results), str(settings)], results, timeout,
+                          cwd=path.parent)
 
 
 def run_file(path: pathlib.Path, options: dict, timeout: float) -> tuple[list[dict], str | None, float]:
     """Runs a test file to the end: when its process dies (a crash, a hang), the test it was in
     fails with the reason, and a new process runs the tests not done yet, within the timeout."""
-    events, died, seconds = run_worker(path, options, timeout)
+    events, died, seconds = run_test_file(path, options, timeout)
     for _ in range(MAX_RESTARTS):
         dead = died and started_not_ended(events)
         if not dead or seconds >= timeout:
             break
         done = [e["name"] for e in events if e["event"] == "end"] + [dead["name"]]
         events.append({**dead, "event": "end", "status": "failed", "message": died})
-        more, died, more_seconds = run_worker(path, {**options, "exclude": done}, timeout - seconds)
+        more, died, more_seconds = run_test_file(path, {**options, "exclude": done}, timeout - seconds)
         events += [e for e in more if e["event"] not in ("backend", "collected")]
         seconds += more_seconds
     return events, died, seconds
