@@ -110,6 +110,7 @@ def nonzero_on_device(t: torch.Tensor):
 def test_pinned_h2d_non_blocking_is_async_on_current_stream(gate, baseline_memory):
     src = torch.full((N,), 7.0).pin_memory()
     dst = torch.zeros(N, device="emu")
+    torch.emu.current_stream().synchronize()  # the zero fill is done: the current stream is idle by construction
     b = torch.emu.Stream()
     g = gate()
     g.block(b)
@@ -130,6 +131,7 @@ def test_pinned_d2h_non_blocking_is_async(gate, baseline_memory):
     src = torch.arange(N, dtype=torch.float32, device="emu")
     dst = torch.zeros(N).pin_memory()
     b = torch.emu.Stream()
+    b.wait_stream(torch.emu.current_stream())  # src is filled on the current stream
     g = gate()
     g.block(b)
     with torch.emu.stream(b):
@@ -233,6 +235,7 @@ def test_pageable_copies_complete_when_the_call_returns(gate, baseline_memory):
 @two_devices
 def test_non_blocking_copy_to_another_device_uses_that_devices_stream(gate, baseline_memory):
     src = torch.full((N,), 4.0).pin_memory()
+    torch.emu.synchronize(0)  # emu:0's current stream is idle by construction
     s1 = torch.emu.Stream(device=1)
     g = gate(device=1)
     g.block(s1)
