@@ -170,6 +170,17 @@ def test_a_kernel_computes_in_the_default_dtype_of_its_call(baseline_memory):
     assert got.dtype == torch.float64 and torch.equal(got.cpu(), expected)
 
 
+def test_a_stub_called_by_host_code_runs_after_the_queued_work(baseline_memory):
+    # ldexp with an integer exponent calls its DispatchStub from host code (no
+    # kernel of its own): the stub's CPU kernel must wait for the queued fills
+    # of its inputs (PyTorch's test_ldexp read them before they were written).
+    m, e = torch.empty(N, dtype=torch.float64, device="emu"), torch.empty(N, dtype=torch.int64, device="emu")
+    sleep_ms(100)
+    m.fill_(1.0)
+    e.fill_(128)
+    assert torch.ldexp(m, e).cpu().eq(2.0**128).all()
+
+
 def test_queued_kernel_reads_cpu_scalars_as_launched(baseline_memory):
     x = torch.zeros(4, device="emu")
     s = torch.tensor(2.0)  # a CPU 0-dim operand

@@ -22,6 +22,8 @@
 
 #include <utility>
 
+#include "aten/kernels/EmuKernel.h"
+
 namespace torch_emu {
 namespace {
 
@@ -32,7 +34,15 @@ struct ToCpu;
 template <typename Stub, Stub* stub, typename R, typename... Args>
 struct ToCpu<Stub, stub, R (*)(Args...)> {
   static R call(Args... args) {
-    return (*stub)(c10::DeviceType::CPU, std::forward<Args>(args)...);
+    if (kernel_device() >= 0) { // inside a native kernel: the usual caller
+      return (*stub)(c10::DeviceType::CPU, std::forward<Args>(args)...);
+    }
+    // Device-generic host code called the stub itself (a composite op: ldexp
+    // on an integer exponent). The CPU kernel reads device memory, so it runs
+    // as a kernel on the current stream, after the work queued before it.
+    return kernel::run_on(
+        current_device(), [&]() -> R { return (*stub)(c10::DeviceType::CPU, std::forward<Args>(args)...); },
+        kernel::NoReplay{}, "a DispatchStub's CPU kernel");
   }
 };
 // LITERALINCLUDE END: STUB_TO_CPU
