@@ -105,8 +105,13 @@ at::Tensor match_wrapped_number(const at::Tensor& t, const at::Tensor& like) {
     return t;
   }
   // A 16-bit float kernel computes in float and reads the number as a float
-  // (half * 1e10 is 0 for 0, not 0 * inf): left to CPU's iterator.
-  if (at::isReducedFloatingType(like.scalar_type()) || like.scalar_type() == at::kComplexHalf) {
+  // (half * 1e10 is 0 for 0, not 0 * inf): left to CPU's iterator, as are the
+  // dtypes without a Scalar of their own (uint16 to uint64, float8...).
+  const at::ScalarType target = like.scalar_type();
+  if (!(at::isComplexType(target) || target == at::kFloat || target == at::kDouble || target == at::kBool ||
+        target == at::kByte || target == at::kChar || target == at::kShort || target == at::kInt ||
+        target == at::kLong) ||
+      target == at::kComplexHalf) {
     return t;
   }
   // Converted as CPU's kernels read a scalar operand, with c10::convert and no
