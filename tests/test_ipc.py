@@ -78,7 +78,7 @@ def test_producer_in_child_consumer_in_parent(server, baseline_memory):
     t = server("make", "p", "emu:1")  # the child allocated it, the parent maps it
     assert t.device == torch.device("emu:1") and torch.equal(t.cpu(), torch.arange(6.0).reshape(2, 3))
     t.mul_(-1)
-    torch.emu.synchronize()
+    torch.emu.synchronize(t.device)  # emu:1: synchronize() alone waits for the current device, emu:0
     assert torch.equal(server("read", "p"), -torch.arange(6.0).reshape(2, 3))
     assert server("echo", t).data_ptr() == t.data_ptr()  # back to where it was mapped: the same storage
     server("drop", "p")
