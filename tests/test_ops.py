@@ -288,3 +288,12 @@ def test_fill_uninitialized_memory_off_leaves_memory_as_it_is(deterministic):
     finally:
         torch.utils.deterministic.fill_uninitialized_memory = True
 # LITERALINCLUDE END: TEST_DETERMINISTIC_FILL
+
+
+def test_set_without_source_stays_on_the_tensors_device():
+    # set_() runs without the dispatcher's device guard (PyTorch's test_device_guard).
+    assert torch.emu.current_device() == 0
+    t = torch.randn(2, device="emu:1")
+    t.set_()
+    assert t.device == torch.device("emu:1") and t.untyped_storage().device == torch.device("emu:1")
+    assert t.numel() == 0

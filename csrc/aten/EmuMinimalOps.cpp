@@ -138,8 +138,10 @@ at::Tensor& set_source_storage_offset(at::Tensor& self, at::Storage source, int6
   return self;
 }
 
-// set_() with no source: an empty tensor on a fresh, empty storage.
+// set_() with no source: an empty tensor on a fresh, empty storage of its own
+// device (set_ runs without the dispatcher's device guard).
 at::Tensor& set_empty(at::Tensor& self) {
+  const c10::DeviceGuard guard(self.device());
   c10::Storage storage = emu_storage(device_allocator()->allocate(0), 0);
   return set_source_storage_offset(self, std::move(storage), 0, {0}, {});
 }
