@@ -144,6 +144,16 @@ struct KeptWarnings final : c10::WarningHandler {
   std::vector<c10::Warning> warnings;
 };
 
+// Runs the kernel as run_as_kernel_of does, its warnings kept in `warnings`.
+std::exception_ptr run_keeping_warnings(const c10::Stream& stream, const LauncherState& launcher,
+                                        c10::function_ref<void()> body, std::vector<c10::Warning>& warnings) {
+  KeptWarnings kept;
+  const c10::WarningUtils::WarningHandlerGuard handler(&kept);
+  std::exception_ptr error = run_as_kernel_of(stream, launcher, body);
+  warnings = std::move(kept.warnings);
+  return error;
+}
+
 void raise_on_this_thread(const std::vector<c10::Warning>& warnings) {
   for (const c10::Warning& warning : warnings) {
     c10::warn(warning);
@@ -188,14 +198,9 @@ struct Launch {
 // Runs on the launching thread (stream idle) or on the stream's worker.
 int run_kernel(void* user_data) {
   auto* launch = static_cast<Launch*>(user_data);
-  if (launch->launcher.thread == std::this_thread::get_id()) {
-    launch->error = run_as_kernel_of(launch->stream, launch->launcher, launch->kernel);
-  } else {
-    KeptWarnings kept;
-    const c10::WarningUtils::WarningHandlerGuard handler(&kept);
-    launch->error = run_as_kernel_of(launch->stream, launch->launcher, launch->kernel);
-    launch->warnings = std::move(kept.warnings);
-  }
+  launch->error = launch->launcher.thread == std::this_thread::get_id()
+      ? run_as_kernel_of(launch->stream, launch->launcher, launch->kernel)
+      : run_keeping_warnings(launch->stream, launch->launcher, launch->kernel, launch->warnings);
   return launch->error ? 1 : 0;
 }
 
@@ -382,11 +387,10 @@ int run_queued(void* data) {
   std::exception_ptr error;
   {
     const RunningQueuedKernel running(job->order);
-    KeptWarnings kept;
-    const c10::WarningUtils::WarningHandlerGuard handler(&kept);
-    error = run_as_kernel_of(job->stream, job->launcher, job->body);
-    if (C10_UNLIKELY(!kept.warnings.empty())) {
-      keep_queued_warnings(std::move(kept.warnings));
+    std::vector<c10::Warning> warnings;
+    error = run_keeping_warnings(job->stream, job->launcher, job->body, warnings);
+    if (C10_UNLIKELY(!warnings.empty())) {
+      keep_queued_warnings(std::move(warnings));
     }
   }
   const char* what = job->what;

@@ -36,12 +36,14 @@ using kernel::OnDevice;
 struct PassesChecks {
   at::TensorList self;
   bool passes = true;
+  bool self_complex = true; // every tensor of self complex: a complex scalar fits
 
   void visit(at::TensorList list) {
     if (self.empty()) {
       self = list;
       for (const at::Tensor& t : self) {
         passes = passes && (t.is_floating_point() || t.is_complex()) && t.is_non_overlapping_and_dense();
+        self_complex = self_complex && t.is_complex();
       }
       return;
     }
@@ -52,10 +54,10 @@ struct PassesChecks {
     }
   }
   void visit(const at::Tensor& t) { // a 0-dim tensor used as a scalar
-    passes = passes && t.dim() == 0 && scalar_fits(t.is_complex());
+    passes = passes && t.dim() == 0 && (!t.is_complex() || self_complex);
   }
   void visit(const at::Scalar& s) {
-    passes = passes && scalar_fits(s.isComplex());
+    passes = passes && (!s.isComplex() || self_complex);
   }
   void visit(at::ArrayRef<at::Scalar> scalars) {
     passes = passes && scalars.size() == self.size();
@@ -63,14 +65,6 @@ struct PassesChecks {
   }
   template <typename T>
   void visit(const T&) {}
-
-  bool scalar_fits(bool complex) const {
-    if (!complex) return true;
-    for (const at::Tensor& t : self) {
-      if (!t.is_complex()) return false;
-    }
-    return true;
-  }
 };
 
 template <auto fn>

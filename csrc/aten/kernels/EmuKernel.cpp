@@ -1,14 +1,14 @@
 #include "aten/kernels/EmuKernel.h"
 
 #include <ATen/Dispatch_v2.h>
+#include <ATen/EmptyTensor.h>
+#include <ATen/ScalarOps.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/zeros.h>
+#include <c10/util/TypeCast.h>
 
 #include <algorithm>
-#include <ATen/EmptyTensor.h>
-#include <ATen/ScalarOps.h>
-#include <c10/util/TypeCast.h>
 
 namespace torch_emu::kernel {
 
@@ -107,12 +107,10 @@ at::Tensor match_wrapped_number(const at::Tensor& t, const at::Tensor& like) {
   // A 16-bit float kernel computes in float and reads the number as a float
   // (half * 1e10 is 0 for 0, not 0 * inf): left to CPU's iterator, as are the
   // dtypes without a Scalar of their own (uint16 to uint64, float8...).
-  const at::ScalarType target = like.scalar_type();
-  if (!(at::isComplexType(target) || target == at::kFloat || target == at::kDouble || target == at::kBool ||
-        target == at::kByte || target == at::kChar || target == at::kShort || target == at::kInt ||
-        target == at::kLong) ||
-      target == at::kComplexHalf) {
-    return t;
+  switch (like.scalar_type()) { // the dtypes AT_ALL_TYPES_AND_COMPLEX and bool cover, below
+    case at::kByte: case at::kChar: case at::kShort: case at::kInt: case at::kLong: case at::kBool:
+    case at::kFloat: case at::kDouble: case at::kComplexFloat: case at::kComplexDouble: break;
+    default: return t;
   }
   // Converted as CPU's kernels read a scalar operand, with c10::convert and no
   // overflow check: uint8 + 1000 wraps around, float32 * 1e300 is inf.
