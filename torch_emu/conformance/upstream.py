@@ -117,28 +117,29 @@ def file_report(name: str, path: pathlib.Path, args: argparse.Namespace, skips: 
     options = {"imports": args.imports, **skips.get(name, {})}
     # One process per device: what a test leaves behind (a TORCH_WARN_ONCE fired by CPU's kernel,
     # which a backend running CPU's kernels shares) must not decide its other variant's result.
-    events, died, seconds = [], None, 0.0
+    report, events, seconds = {"file": name, "commit": commit_of(path), "died": None}, [], 0.0
     for device in ("cpu", "privateuse1"):
-        more, more_died, more_seconds = run_file(path, {**options, "device": device}, args.timeout)
-        events, died, seconds = events + more, died or more_died, seconds + more_seconds
+        more, died, more_seconds = run_file(path, {**options, "device": device}, args.timeout)
+        events, seconds = events + more, seconds + more_seconds
+        report.update(seconds=round(seconds, 1), died=report["died"] or died)
         skew = next((e["message"] for e in events if e["event"] == "import error"), None)
         if skew or not any(e["event"] == "collected" for e in events):
-            return {"file": name, "commit": commit_of(path), "seconds": round(seconds, 1), "died": died,
-                    "import error": skew or died or "the worker collected no tests"}
-    report = {"file": name, "commit": commit_of(path), "seconds": round(seconds, 1), "died": died}
-    results = results_of(events, died)
-    pairs = {key: (r.get("cpu"), r.get("privateuse1")) for key, r in results.items()}
+            return {**report, "import error": skew or report["died"] or "the worker collected no tests"}
+    pairs = {key: (r.get("cpu"), r.get("privateuse1")) for key, r in results_of(events, report["died"]).items()}
     if args.bypass_device_restrictions:
         restricted = [k for k, (_, d) in pairs.items() if d and d[0] == "skipped" and d[1].startswith(RESTRICTED)]
         report["restricted"] = run_restricted(path, options, restricted, args.timeout)
     kinds = {key: classify(*pair) for key, pair in pairs.items()}
+
+    def messages(kind: str, side: int = 1) -> dict:  # side 0: CPU's message, 1: the device's
+        return {k: pairs[k][side][1] for k, c in kinds.items() if c == kind}
+
     return {**report, "counts": dict(Counter(kinds.values())),
-            "device failed, cpu passed": {k: pairs[k][1][1] for k, kind in kinds.items()
-                                          if kind == "device failed, cpu passed"},
-            "device only failed": {k: pairs[k][1][1] for k, kind in kinds.items() if kind == "device only failed"},
-            "both failed": {k: pairs[k][0][1] for k, kind in kinds.items() if kind == "both failed"},
-            "device skipped": dict(Counter(pairs[k][1][1] for k, kind in kinds.items() if kind == "device skipped")),
-            "skip file": {k: pairs[k][1][1] for k, kind in kinds.items() if kind == "skip file"}}
+            "device failed, cpu passed": messages("device failed, cpu passed"),
+            "device only failed": messages("device only failed"),
+            "both failed": messages("both failed", side=0),
+            "device skipped": dict(Counter(messages("device skipped").values())),
+            "skip file": messages("skip file")}
 
 
 def run_restricted(path: pathlib.Path, options: dict, keys: list[str], timeout: float) -> dict:
