@@ -418,6 +418,68 @@ def test_pt2e_x86_inductor_quantizer():
     assert any("quantize_per_tensor" in t for t in targets)  # really quantized
 
 
+# --- int4 weight-only matmul in CUDA's layout (csrc/aten/EmuInt4Matmul.cpp) ----
+
+
+def _int4_weight(b):
+    from torch.testing._internal.common_quantization import _group_quantize_tensor
+
+    return _group_quantize_tensor(b, n_bit=4, q_group_size=32)  # uint8 pairs off CPU, int32 on CPU
+
+
+@pytest.mark.parametrize("m,k,n,inner_k_tiles", [(32, 64, 48, 2), (8, 256, 16, 4), (3, 256, 64, 8)])
+def test_int4pack_mm_in_cudas_layout_matches_cpus_kernel(m, k, n, inner_k_tiles, baseline_memory):
+    gen = torch.Generator().manual_seed(1)
+    a = torch.rand(m, k, dtype=torch.bfloat16, generator=gen)
+    b = torch.rand(k, n, dtype=torch.bfloat16, generator=gen)
+    b_emu, scales_emu = _int4_weight(b.to("emu"))
+    packed = torch._convert_weight_to_int4pack(b_emu, inner_k_tiles)
+    assert packed.device.type == "emu" and packed.dtype == torch.int32
+    assert packed.shape == (n // 8, k // (inner_k_tiles * 16), 32, inner_k_tiles // 2)  # CUDA's
+    result = torch._weight_int4pack_mm(a.to("emu"), packed, 32, scales_emu)
+    b_cpu, scales_cpu = _int4_weight(b)
+    expected = torch._weight_int4pack_mm_for_cpu(a, torch._convert_weight_to_int4pack_for_cpu(b_cpu, inner_k_tiles), 32,
+                                                 scales_cpu)
+    assert torch.equal(result.cpu(), expected)
+    assert ((result.cpu() - a @ b).abs() / (a @ b)).mean() < 0.05  # it is the matmul, quantized
+    del b_emu, scales_emu, packed, result
+
+
+def test_int4pack_mm_compiles():
+    gen = torch.Generator().manual_seed(1)
+    a = torch.rand(16, 64, dtype=torch.bfloat16, generator=gen)
+    b = torch.rand(64, 32, dtype=torch.bfloat16, generator=gen)
+    b_emu, scales = _int4_weight(b.to("emu"))
+
+    @torch.compile(backend="inductor")
+    def int4_mm(a, w, scales):
+        return torch._weight_int4pack_mm(a, torch._convert_weight_to_int4pack(w, 2), 32, scales)
+
+    eager = torch._weight_int4pack_mm(a.to("emu"), torch._convert_weight_to_int4pack(b_emu, 2), 32, scales)
+    assert torch.equal(int4_mm(a.to("emu"), b_emu, scales).cpu(), eager.cpu())
+
+
+def test_int4pack_bad_inputs(baseline_memory):
+    w = torch.zeros(16, 32, dtype=torch.uint8, device="emu")
+    with pytest.raises(RuntimeError, match="expected the weight as uint8"):
+        torch._convert_weight_to_int4pack(w.int(), 2)
+    with pytest.raises(RuntimeError, match="innerKTiles must be 2, 4 or 8"):
+        torch._convert_weight_to_int4pack(w, 3)
+    with pytest.raises(RuntimeError, match=r"n \(12\) must be a multiple of 8"):
+        torch._convert_weight_to_int4pack(w[:12], 2)
+    with pytest.raises(RuntimeError, match="must be a multiple of innerKTiles"):
+        torch._convert_weight_to_int4pack(w, 8)
+    packed = torch._convert_weight_to_int4pack(w, 2)
+    scales = torch.ones(2, 16, 2, dtype=torch.bfloat16, device="emu")
+    with pytest.raises(RuntimeError, match="expected A to be bfloat16"):
+        torch._weight_int4pack_mm(torch.ones(2, 64, device="emu"), packed, 32, scales)
+    with pytest.raises(RuntimeError, match=r"A must be \[m, 64\]"):
+        torch._weight_int4pack_mm(torch.ones(2, 32, dtype=torch.bfloat16, device="emu"), packed, 32, scales)
+    with pytest.raises(RuntimeError, match="4-D int32"):
+        torch._weight_int4pack_mm(torch.ones(2, 64, dtype=torch.bfloat16, device="emu"), w, 32, scales)
+    del w, packed, scales
+
+
 # --- bad inputs ------------------------------------------------------------------
 
 
