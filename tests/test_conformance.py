@@ -7,6 +7,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
@@ -128,6 +130,66 @@ def test_list_and_bad_tier(tmp_path):
     (tmp_path / "dup.py").write_text('TIER = "device"\n')
     r = conformance("--checks-module", str(tmp_path / "dup.py"), "--list")
     assert r.returncode == 2 and "defined twice" in r.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--timeout", "-5"], "argument --timeout: must be a positive number, not '-5'"),
+    (["--timeout", "nan"], "argument --timeout: must be a positive number, not 'nan'"),
+    (["--json", "/proc/nope/x.json"], "argument --json: cannot write /proc/nope/x.json: No such file or directory"),
+    (["--json", "/tmp"], "argument --json: cannot write /tmp: Is a directory"),
+    (["--checks-module", "/nonexistent/tier.py"], "argument --checks-module: no such file: /nonexistent/tier.py"),
+])
+def test_bad_command_lines_fail_before_running(args, message):
+    r = conformance(*args)
+    assert r.returncode == 2 and message in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and r.stdout == ""  # refused by the parser: no tier ran
+
+
+NO_CHECKS = {
+    "tests_only.py": '"""Checks named like pytest tests."""\nTIER = "tests_only"\n\n\ndef test_x(dev):\n    pass\n',
+    "bare.py": 'TIER = "bare"\n',
+}
+
+
+@pytest.mark.parametrize("module", NO_CHECKS)
+def test_a_tier_without_checks_is_refused(tmp_path, module):
+    """It would pass having checked nothing (and link to docs/guide/.md without a CHAPTER)."""
+    (tmp_path / module).write_text(NO_CHECKS[module])
+    for extra in ([], ["--list"]):
+        r = conformance("--checks-module", str(tmp_path / module), *extra)
+        assert r.returncode == 2, r.stdout + r.stderr
+        tier = module.removesuffix(".py")
+        assert r.stderr == f"error: {tmp_path / module}: tier '{tier}' has no checks (functions named check_*)\n"
+        assert r.stdout == ""
+
+
+def test_a_checks_module_that_does_not_load_is_refused(tmp_path):
+    (tmp_path / "bad.py").write_text("import no_such_module_here\n")
+    r = conformance("--checks-module", str(tmp_path / "bad.py"), "--list")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr == f"error: {tmp_path / 'bad.py'} does not load: ModuleNotFoundError: " \
+                       "No module named 'no_such_module_here'\n"
+
+
+def test_a_tier_without_chapter_lists_no_guide(tmp_path):
+    (tmp_path / "nochapter.py").write_text('"""No chapter."""\nTIER = "nochapter"\n\n\ndef check_x(dev):\n    pass\n')
+    r = conformance("--checks-module", str(tmp_path / "nochapter.py"), "--list")
+    assert r.returncode == 0 and "\nnochapter: No chapter.\n" in r.stdout, r.stdout
+    assert "docs/guide/.md" not in r.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["conformance", "--timeout", "0"], "argument --timeout: must be a positive number, not '0'"),
+    (["upstream", "--pytorch", ".", "--timeout", "-1"], "argument --timeout: must be a positive number, not '-1'"),
+    (["demo", "--steps", "0"], "argument --steps: must be a positive integer, not '0'"),
+    (["demo", "--steps", "2.5"], "argument --steps: must be a positive integer, not '2.5'"),
+])
+def test_every_timeout_and_count_must_be_positive(args, message, capsys):
+    from torch_emu.__main__ import main
+
+    with pytest.raises(SystemExit) as exit:
+        main(args)
+    assert exit.value.code == 2 and message in capsys.readouterr().err
 
 
 def test_guide_table_matches_the_tiers():

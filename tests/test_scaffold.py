@@ -109,6 +109,31 @@ def test_cli(tmp_path, capsys):
     assert "not an empty directory" in capsys.readouterr().err
 
 
+def new(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "torch_emu", "new", *args], capture_output=True, text=True,
+                          timeout=300, cwd=cwd)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["a" * 300], f"bad name '{'a' * 300}': longer than 64 characters"),
+    (["mydev", "--dir", "/proc/nope"], "cannot create /proc/nope: No such file or directory"),
+    (["mydev", "--dir", "/proc/nope/deeper"], "cannot create /proc/nope/deeper: No such file or directory"),
+    (["mydev", "--dir", "{tmp}/" + "d" * 300], "cannot create {tmp}/" + "d" * 300 + ": File name too long"),
+    (["mydev", "--dir", "{tmp}/file/sub"], "cannot create {tmp}/file/sub: Not a directory"),
+])
+def test_cli_refuses_bad_names_and_directories_before_writing(tmp_path, args, message):
+    (tmp_path / "file").write_text("")
+    r = new(*(a.format(tmp=tmp_path) for a in args), cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr == f"error: {message.format(tmp=tmp_path)}\n", r.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["file"]  # nothing written
+
+
+def test_cli_refuses_a_default_directory_it_cannot_create():
+    """Without --dir the directory is ./NAME: checked the same way."""
+    r = new("mydev", cwd="/proc")
+    assert r.returncode == 2 and r.stderr == "error: cannot create /proc/mydev: No such file or directory\n", r.stderr
+
+
 # LITERALINCLUDE START: KIT_TEST
 @pytest.mark.kit
 def test_generated_backend_builds_and_conforms(tmp_path):

@@ -99,7 +99,8 @@ def test_it_runs_from_its_folder_with_a_backend_named_by_import(tmp_path):
                        env={**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
     report = json.loads((tmp_path / "r.json").read_text())["files"][0]
     assert report["counts"]["device failed, cpu passed"] == 3, r.stdout + r.stderr
-    for path in (RUNNER, RUNNER.with_name("upstream_worker.py"), RUNNER.with_name("runner.py")):
+    for path in (RUNNER, RUNNER.with_name("upstream_worker.py"), RUNNER.with_name("runner.py"),
+                 RUNNER.with_name("argtypes.py")):
         tree = ast.parse(path.read_text())
         imported = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
         imported += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
@@ -107,20 +108,32 @@ def test_it_runs_from_its_folder_with_a_backend_named_by_import(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--timeout", "-5"], "--timeout must be a positive number"),
-    (["--json", "/proc/nope/x.json"], "cannot write /proc/nope/x.json"),
-    (["--write-skip-file", "/nonexistent-dir/s.json"], "cannot write"),
+    (["--timeout", "-5"], "argument --timeout: must be a positive number, not '-5'"),
+    (["--timeout", "0"], "argument --timeout: must be a positive number, not '0'"),
+    (["--json", "/proc/nope/x.json"], "argument --json: cannot write /proc/nope/x.json: No such file or directory"),
+    (["--write-skip-file", "/nonexistent-dir/s.json"],
+     "argument --write-skip-file: cannot write /nonexistent-dir/s.json: No such file or directory"),
     (["--file", "no_such_test.py"], "not in"),
-    (["--skip-file", "/nonexistent-skips.json"], "No such file"),
+    (["--skip-file", "/nonexistent-skips.json"], "argument --skip-file: no such file: /nonexistent-skips.json"),
+    (["--pytorch", "/nonexistent-pytorch"], "argument --pytorch: no such folder: /nonexistent-pytorch"),
 ])
 def test_bad_command_lines_fail_before_running(args, message):
     r = upstream("--file", "sample_device_generic.py", *args)
     assert r.returncode == 2 and message in r.stderr, r.stderr
-    assert "both pass" not in r.stdout  # nothing ran
+    assert "Traceback" not in r.stderr and "both pass" not in r.stdout  # nothing ran
 
 
-def test_a_malformed_skip_file_is_refused(tmp_path):
+@pytest.mark.parametrize("content, message", [
+    ({"sample_device_generic.py": {"skipped": ["x"]}},
+     "sample_device_generic.py: expected skipped_testcases and op_skips, each {name: reason}"),
+    ({"sample_device_generic.py": ["x"]},
+     "sample_device_generic.py: expected skipped_testcases and op_skips, each {name: reason}"),
+    (["sample_device_generic.py"], "expected {test file: entry}"),
+    ("{not json", "Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"),
+])
+def test_a_malformed_skip_file_is_refused(tmp_path, content, message):
     bad = tmp_path / "skips.json"
-    bad.write_text(json.dumps({"sample_device_generic.py": {"skipped": ["x"]}}))
+    bad.write_text(content if isinstance(content, str) else json.dumps(content))
     r = upstream("--file", "sample_device_generic.py", "--skip-file", str(bad))
-    assert r.returncode == 2 and "expected skipped_testcases and op_skips" in r.stderr
+    assert r.returncode == 2 and r.stderr == f"error: {bad}: {message}\n", r.stderr
+    assert "both pass" not in r.stdout

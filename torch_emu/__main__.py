@@ -3,12 +3,14 @@
 import argparse
 import sys
 
+from .conformance.argtypes import positive
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m torch_emu", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="train a small model on emu and compare it with CPU")
-    demo.add_argument("--steps", type=int, default=300, help="training steps (default 300)")
+    demo.add_argument("--steps", type=positive(int), default=300, help="training steps (default 300)")
     demo.add_argument("--device", default="emu:0", help="emu device to train on (default emu:0)")
     cov = commands.add_parser("coverage", help="how emu runs every aten operator (native, fallback...)")
     cov.add_argument("--json", action="store_true", help="print JSON instead of a table")

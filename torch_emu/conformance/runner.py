@@ -12,8 +12,10 @@ import tempfile
 import time
 
 if __package__:
+    from .argtypes import existing, output_file, positive
     from .worker import checks_of, load_module
 else:  # run from the folder, outside the torch_emu package (see __main__.py)
+    from argtypes import existing, output_file, positive
     from worker import checks_of, load_module
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -39,15 +41,20 @@ def discover(extra: list[str]) -> list[Tier]:
     paths = sorted(str(p) for p in (HERE / "checks").glob("*.py") if not p.name.startswith("_"))
     tiers = {}
     for path in paths + [str(pathlib.Path(p).resolve()) for p in extra]:
-        module = load_module(path)
+        try:
+            module = load_module(path)
+        except Exception as e:  # a vendor's module that does not load: one line naming it, no traceback
+            raise ValueError(f"{path} does not load: {type(e).__name__}: {e}") from e
         name = getattr(module, "TIER", None)
         if not name:
             raise ValueError(f"{path} defines no TIER")
         if name in tiers:
             raise ValueError(f"tier {name!r} is defined twice ({tiers[name].path} and {path})")
+        checks = [(f.__name__, first_line(f.__doc__)) for f in checks_of(module)]
+        if not checks:  # it would pass having checked nothing
+            raise ValueError(f"{path}: tier {name!r} has no checks (functions named check_*)")
         tiers[name] = Tier(name, first_line(module.__doc__), getattr(module, "CHAPTER", ""), path,
-                           getattr(module, "ORDER", 1000),
-                           [(f.__name__, first_line(f.__doc__)) for f in checks_of(module)])
+                           getattr(module, "ORDER", 1000), checks)
     return sorted(tiers.values(), key=lambda t: (t.order, t.name))
 
 
@@ -119,7 +126,7 @@ def table(report: list[dict]) -> str:
 def listing(tiers: list[Tier]) -> str:
     lines = []
     for t in tiers:
-        lines.append(f"{t.name}: {t.meaning} (guide: docs/guide/{t.chapter}.md)")
+        lines.append(f"{t.name}: {t.meaning}" + (f" (guide: docs/guide/{t.chapter}.md)" if t.chapter else ""))
         lines += [f"  {name}: {meaning}" for name, meaning in t.checks]
     return "\n".join(lines)
 
@@ -127,12 +134,13 @@ def listing(tiers: list[Tier]) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", help="device type to check (default: the loaded PrivateUse1 backend's name)")
     parser.add_argument("--tier", nargs="+", action="extend", metavar="T", help="tiers to run (default: all)")
-    parser.add_argument("--json", metavar="FILE", help="also write the report as JSON to FILE")
+    parser.add_argument("--json", metavar="FILE", type=output_file, help="also write the report as JSON to FILE")
     parser.add_argument("--list", action="store_true", help="list the tiers and their checks, run nothing")
-    parser.add_argument("--timeout", type=float, default=300, help="seconds per tier before it fails (default 300)")
+    parser.add_argument("--timeout", type=positive(float), default=300,
+                        help="seconds per tier before it fails (default 300)")
     parser.add_argument("--full", action="store_true",
                         help="sampled tiers (parity) check everything, not a sample (sets TORCH_CONFORMANCE_FULL=1)")
-    parser.add_argument("--checks-module", action="append", default=[], metavar="PATH",
+    parser.add_argument("--checks-module", action="append", default=[], metavar="PATH", type=existing("file"),
                         help="a Python file defining another tier (TIER, CHAPTER and check_* functions)")
     parser.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                         help="module each tier's process imports first, for a backend torch does not autoload")
@@ -143,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
         os.environ["TORCH_CONFORMANCE_FULL"] = "1"  # inherited by the tiers' processes
     try:
         tiers = discover(args.checks_module)
-    except (OSError, ValueError, SyntaxError) as e:
+    except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if args.list:

@@ -24,8 +24,10 @@ import tempfile
 from collections import Counter
 
 if __package__:
+    from .argtypes import existing, output_file, positive
     from .runner import run_worker
 else:  # run from the folder, outside the torch_emu package (see __main__.py)
+    from argtypes import existing, output_file, positive
     from runner import run_worker
 
 WORKER = pathlib.Path(__file__).resolve().parent / "upstream_worker.py"
@@ -204,10 +206,15 @@ def read_skip_file(path: str | None) -> dict:
     """{test file: {"skipped_testcases": {test: reason}, "op_skips": {op: reason}}}."""
     if not path:
         return {}
-    skips = json.loads(pathlib.Path(path).read_text())
+    try:
+        skips = json.loads(pathlib.Path(path).read_text())
+    except ValueError as e:  # not JSON, not text
+        raise ValueError(f"{path}: {e}") from None
+    if not isinstance(skips, dict):
+        raise ValueError(f"{path}: expected {{test file: entry}}")
     for name, entry in skips.items():
-        unknown = set(entry) - {"skipped_testcases", "op_skips"}
-        if unknown or not all(isinstance(v, dict) for v in entry.values()):
+        if not isinstance(entry, dict) or set(entry) - {"skipped_testcases", "op_skips"} or \
+                not all(isinstance(v, dict) for v in entry.values()):
             raise ValueError(f"{path}: {name}: expected skipped_testcases and op_skips, each {{name: reason}}")
     return skips
 
@@ -231,14 +238,16 @@ def test_folder(pytorch: str) -> pathlib.Path:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--pytorch", required=True, metavar="PATH",
+    parser.add_argument("--pytorch", required=True, metavar="PATH", type=existing("folder"),
                         help="a PyTorch source checkout (or its test/ folder) to read the test files from")
     parser.add_argument("--file", dest="files", action="append", metavar="NAME",
                         help=f"a test file to run (repeat; default: {len(DEFAULT_FILES)} device-generic files)")
-    parser.add_argument("--timeout", type=float, default=1800, help="seconds per file before it stops (default 1800)")
-    parser.add_argument("--json", metavar="FILE", help="also write the report as JSON to FILE")
-    parser.add_argument("--skip-file", metavar="FILE", help="device tests not to run, with reasons (JSON)")
-    parser.add_argument("--write-skip-file", metavar="FILE",
+    parser.add_argument("--timeout", type=positive(float), default=1800,
+                        help="seconds per file before it stops (default 1800)")
+    parser.add_argument("--json", metavar="FILE", type=output_file, help="also write the report as JSON to FILE")
+    parser.add_argument("--skip-file", metavar="FILE", type=existing("file"),
+                        help="device tests not to run, with reasons (JSON)")
+    parser.add_argument("--write-skip-file", metavar="FILE", type=output_file,
                         help="write a skip file: --skip-file's entries and every device failure of this run")
     parser.add_argument("--bypass-device-restrictions", action="store_true",
                         help="also run the device tests PyTorch restricts to native device types, reported apart")
@@ -247,17 +256,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.timeout <= 0:
-        print("error: --timeout must be a positive number of seconds", file=sys.stderr)
-        return 2
     folder = test_folder(args.pytorch)
     files = args.files or DEFAULT_FILES
     missing = [f for f in files if not (folder / f).is_file()]
     try:
         skips = read_skip_file(args.skip_file)
-        for out in (args.json, args.write_skip_file):
-            if out and not pathlib.Path(out).resolve().parent.is_dir():
-                raise ValueError(f"cannot write {out}: no such folder")
     except (OSError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -6,6 +6,7 @@ it at once, so that the parent knows which check was running if this process die
 """
 
 import importlib
+import importlib.machinery
 import importlib.util
 import json
 import os
@@ -20,7 +21,8 @@ def load_module(path: str):
     last on sys.path so that it shadows nothing installed: a module there whose name starts with
     ``_`` (not a tier) holds helpers several tiers share, as checks/_parity.py does."""
     name = "_conformance_" + path.replace("/", "_").replace(".", "_")
-    spec = importlib.util.spec_from_file_location(name, path)
+    # An explicit loader: a file not named *.py loads too (or fails with a SyntaxError) instead of having no spec.
+    spec = importlib.util.spec_from_file_location(name, path, loader=importlib.machinery.SourceFileLoader(name, path))
     module = importlib.util.module_from_spec(spec)
     folder = os.path.dirname(os.path.abspath(path))
     sys.path.append(folder)

@@ -9,9 +9,12 @@ the device module, tests and scripts. ``template/`` holds those files with ``tpl
 
 import importlib.metadata
 import keyword
+import os
 import pathlib
 import re
 import shutil
+
+from ..conformance.argtypes import output_folder
 
 TEMPLATE = pathlib.Path(__file__).resolve().parent / "template"
 CONFORMANCE_DIR = pathlib.Path(__file__).resolve().parent.parent / "conformance"
@@ -21,6 +24,9 @@ DEVICE_TYPES = frozenset(
     "cpu cuda mkldnn opengl opencl ideep hip fpga maia xla vulkan metal xpu mps meta hpu ve lazy ipu mtia "
     "privateuseone privateuse1 emu".split()
 )
+# File names are made from the name (torch_NAME, pip's __editable___torch_NAME_0_1_0_finder.py):
+# this keeps them far below the file systems' 255 bytes.
+MAX_NAME = 64
 
 
 def check_name(name: str) -> None:
@@ -28,6 +34,8 @@ def check_name(name: str) -> None:
     if not re.fullmatch(r"[a-z][a-z0-9_]*", name or ""):
         raise ValueError(f"bad name {name!r}: use a lowercase Python identifier such as 'mydev' "
                          "(letters, digits, underscores; starting with a letter)")
+    if len(name) > MAX_NAME:
+        raise ValueError(f"bad name {name!r}: longer than {MAX_NAME} characters")
     if keyword.iskeyword(name):
         raise ValueError(f"bad name {name!r}: it is a Python keyword")
     if name in DEVICE_TYPES:
@@ -39,8 +47,10 @@ def check_name(name: str) -> None:
 
 
 def check_directory(directory: pathlib.Path) -> None:
-    if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
+    # os.path.exists, not Path.exists: False for a name too long, which output_folder then names
+    if os.path.exists(directory) and (not directory.is_dir() or any(directory.iterdir())):
         raise ValueError(f"{directory} exists and is not an empty directory")
+    output_folder(str(directory))  # a ValueError naming it when it cannot be made or written
 
 
 def generate(name: str, directory: str | pathlib.Path) -> pathlib.Path:
