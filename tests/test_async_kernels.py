@@ -12,7 +12,7 @@ import sys
 
 import pytest
 import torch
-from conftest import native_runtime_only
+from conftest import native_runtime_only, run_python
 
 import torch_emu
 
@@ -283,3 +283,32 @@ def test_launch_blocking_reports_errors_where_the_op_is_called():
     assert r.returncode == 0, r.stderr
     assert "raised at the call" in r.stdout
 # LITERALINCLUDE END: TEST_LAUNCH_BLOCKING
+
+
+@pytest.mark.parametrize("blocking, queued, mode", [
+    ("false", "on", "queued"),  # "false" used to turn blocking on
+    ("off", "No", "auto"),
+    ("Yes", "0", "blocking"),
+    (" ", " TRUE ", "queued"),  # blank is unset
+])
+def test_launch_flags_take_every_boolean_spelling(blocking, queued, mode):
+    result = run_python("import torch_emu; print(torch_emu._C._launch_mode())",
+                        TORCH_EMU_LAUNCH_BLOCKING=blocking, TORCH_EMU_LAUNCH_QUEUED=queued)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == mode
+
+
+@pytest.mark.parametrize("variable", ["TORCH_EMU_LAUNCH_BLOCKING", "TORCH_EMU_LAUNCH_QUEUED"])
+def test_a_bad_launch_flag_fails_every_launch_naming_it(variable):
+    result = run_python("""
+        import torch
+        x = torch.empty(2, device="emu")  # no kernel yet
+        for _ in range(2):
+            try:
+                x.fill_(1)
+            except RuntimeError as e:
+                print(type(e).__name__, e)
+    """, **{"TORCH_EMU_LAUNCH_BLOCKING": "", "TORCH_EMU_LAUNCH_QUEUED": "", variable: "maybe"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        f"RuntimeError {variable}='maybe' is not a boolean: expected 1/0, true/false, yes/no or on/off"] * 2

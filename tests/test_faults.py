@@ -219,6 +219,41 @@ def test_bad_fault_requests_are_clear_errors():
     assert "TORCH_EMU_FAULTS: unknown option 'sometimes'" in result.stderr
 
 
+SEEDED_CODE = """
+import os, torch
+torch.manual_seed(0)  # queued until emu starts
+for _ in range(2):
+    try:
+        torch.randn(3, device="emu")
+    except ValueError as e:
+        print("ValueError", e)
+os.environ.pop("TORCH_EMU_FAULTS", None)
+print(torch.randn(3, device="emu").cpu().tolist())
+"""
+
+
+@pytest.fixture(scope="module")
+def seeded_numbers():
+    result = run_python("import torch; torch.manual_seed(0); print(torch.randn(3, device='emu').cpu().tolist())",
+                        TORCH_EMU_FAULTS="", TORCH_EMU_DEVICE_COUNT="2")
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("oom:after=abc", "after='abc' is not a whole number (in 'oom:after=abc')"),
+    # 'copy' is valid but not armed either: the copy to the host below works
+    ("copy;oom:device=9", "device=9 is out of range: there are 2 emu devices, 0 to 1 (in 'oom:device=9')"),
+    ("oom:limit=lots", "limit='lots' is not a size such as 512MiB (in 'oom:limit=lots')"),
+])
+def test_a_bad_fault_spec_fails_every_use_and_leaves_nothing_half_done(spec, message, seeded_numbers):
+    result = run_python(SEEDED_CODE, TORCH_EMU_FAULTS=spec, TORCH_EMU_DEVICE_COUNT="2")
+    assert result.returncode == 0, result.stderr
+    *errors, numbers = result.stdout.strip().splitlines()
+    assert errors == [f"ValueError TORCH_EMU_FAULTS: {message}"] * 2
+    assert numbers == seeded_numbers  # the seed given before the failed start still applies
+
+
 def test_a_removed_fault_never_fires(baseline_memory):
     fault = faults.inject("kernel", after=10**9)
     fault.remove()

@@ -2,6 +2,9 @@
 
 import pytest
 import torch
+from conftest import run_python
+
+from torch_emu.runtime.config import env_flag
 
 
 def test_backend_is_named_emu():
@@ -91,3 +94,79 @@ def test_accelerator_api():
     with torch.accelerator.device_index(1):
         assert torch.emu.current_device() == 1
     torch.accelerator.synchronize(1)
+
+
+# ---- boolean environment variables: one reading in C++ and Python -----------
+
+BOOLEAN_SPELLINGS = "expected 1/0, true/false, yes/no or on/off"
+
+
+def test_boolean_spellings(monkeypatch):
+    name = "TORCH_EMU_FALLBACK_ERROR"
+    for value, expected in [("1", True), ("true", True), (" Yes ", True), ("ON", True),
+                            ("0", False), ("False", False), ("no", False), ("off\n", False)]:
+        monkeypatch.setenv(name, value)
+        assert env_flag(name, default=not expected) is expected, value
+    for value in ("", "  "):
+        monkeypatch.setenv(name, value)
+        assert env_flag(name) is False and env_flag(name, default=True) is True
+    monkeypatch.delenv(name)
+    assert env_flag(name, default=True) is True
+    monkeypatch.setenv(name, "maybe")
+    with pytest.raises(ValueError, match=f"^{name}='maybe' is not a boolean: {BOOLEAN_SPELLINGS}$"):
+        env_flag(name)
+
+
+# erf has no native kernel: it runs through the fallback.
+FLAGS_CODE = """
+import torch, torch_emu
+x = torch.ones(2, device="emu")
+try:
+    print(torch.erf(x).cpu().tolist() == torch.erf(torch.ones(2)).tolist())
+except NotImplementedError:
+    print("NotImplementedError")
+print(torch_emu._C._native_kernels(), torch_emu._C._strict_mode())
+"""
+
+
+@pytest.mark.parametrize("spelling, expected", [
+    ("off", ["True", "False", "False"]),  # "off" used to turn TORCH_EMU_FALLBACK_ERROR on
+    ("Yes", ["NotImplementedError", "True", "True"]),
+])
+def test_boolean_variables_read_in_cpp_and_python(spelling, expected):
+    result = run_python(FLAGS_CODE, TORCH_EMU_RUNTIME="native", TORCH_EMU_FALLBACK_REPORT="no",
+                        TORCH_EMU_FALLBACK_ERROR=spelling, TORCH_EMU_NATIVE_KERNELS=spelling,
+                        TORCH_EMU_STRICT=spelling)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == expected
+    assert "emu fallback report" not in result.stderr
+
+
+@pytest.mark.parametrize("variable, error", [
+    ("TORCH_EMU_FALLBACK_ERROR", "ValueError"),  # read in Python
+    ("TORCH_EMU_FALLBACK_REPORT", "ValueError"),
+    ("TORCH_EMU_NATIVE_KERNELS", "ImportError"),  # read in C++ as the extension loads
+])
+def test_a_bad_boolean_fails_import_naming_it(variable, error):
+    result = run_python("""
+        try:
+            import torch
+        except RuntimeError as e:  # autoload wraps what importing torch_emu raised
+            print(type(e.__cause__).__name__, e.__cause__)
+    """, TORCH_DEVICE_BACKEND_AUTOLOAD="1", **{variable: "maybe"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"{error} {variable}='maybe' is not a boolean: {BOOLEAN_SPELLINGS}"
+
+
+def test_a_bad_strict_flag_fails_every_use_naming_it():
+    result = run_python("""
+        import torch
+        for _ in range(2):
+            try:
+                torch.ones(1, device="emu")
+            except RuntimeError as e:
+                print(type(e).__name__, str(e).split("initialisation failed: ")[1])
+    """, TORCH_EMU_RUNTIME="native", TORCH_EMU_STRICT="maybe")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        f"AcceleratorError TORCH_EMU_STRICT='maybe' is not a boolean: {BOOLEAN_SPELLINGS}"] * 2

@@ -94,6 +94,29 @@ def test_a_bad_profile_is_a_clear_error_at_start(profile, message):
     assert message in result.stderr
 
 
+@pytest.mark.parametrize("profile, key, value, example", [
+    ("h2d=10", "h2d", "10", "10GB/s"),  # was 10 bytes per second
+    ("pcie4,copy=10GB", "copy", "10GB", "10GB/s"),
+    ("launch=5", "launch", "5", "5us"),
+])
+def test_a_rate_or_duration_without_its_unit_fails_every_use(profile, key, value, example):
+    result = run_python("""
+        import torch
+        for _ in range(2):
+            try:
+                torch.ones(1, device="emu")
+            except RuntimeError as e:
+                print(type(e).__name__, str(e).split("initialisation failed: ")[1])
+    """, TORCH_EMU_PROFILE=profile)
+    assert result.returncode == 0, result.stderr
+    first, second = result.stdout.splitlines()
+    assert first == second
+    error, message = first.split(" ", 1)
+    assert error == "AcceleratorError"
+    assert message.startswith(f"TORCH_EMU_PROFILE='{profile}': bad value '{value}' for {key}: expected ")
+    assert f"with a unit, such as {example}" in message
+
+
 def test_without_a_profile_nothing_is_modelled():
     result = run_python(
         "import torch, torch_emu, json; torch.ones(1, device='emu'); "

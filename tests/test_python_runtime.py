@@ -209,6 +209,24 @@ def test_bad_runtime_name_is_an_error_naming_the_variable():
     assert result.returncode != 0 and "TORCH_EMU_RUNTIME='bogus'" in result.stderr
 
 
+@pytest.mark.parametrize("spec, error, message", [
+    ("os:path", "TypeError", "os.path is not callable (type module); expected 'native', 'python' or "
+                             "'module:attribute'"),
+    ("os:SEEK_END", "TypeError", "os.SEEK_END is not callable (type int)"),
+    ("os:getcwd", "TypeError", "os.getcwd() returned a value of type str, not a torch_emu.runtime.Runtime"),
+    ("no_such_module:Runtime", "ValueError", "No module named 'no_such_module'; expected 'native'"),
+])
+def test_a_runtime_spec_naming_no_runtime_is_an_error_naming_the_variable(spec, error, message):
+    result = run_python("""
+        try:
+            import torch
+        except RuntimeError as e:  # autoload wraps what importing torch_emu raised
+            print(type(e.__cause__).__name__, e.__cause__)
+    """, TORCH_EMU_RUNTIME=spec, TORCH_DEVICE_BACKEND_AUTOLOAD="1")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"{error} TORCH_EMU_RUNTIME={spec!r}: {message}")
+
+
 def test_a_runtime_that_raises_is_a_clear_error():
     result = run_python("""
         import torch, torch_emu.runtime as runtime

@@ -8,15 +8,15 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "core/EmuDeviceAllocator.h"
+#include "core/EmuEnv.h"
 #include "core/EmuException.h"
 #include "core/EmuGraph.h"
 #include "core/EmuStream.h"
@@ -428,11 +428,6 @@ struct QueueViews {
 };
 thread_local QueueViews* QueueViews::tls_current = nullptr;
 
-bool env_flag(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr && !std::string_view(value).empty() && std::string_view(value) != "0";
-}
-
 bool stream_busy(const c10::Stream& stream) {
   int pending = 1;
   EMU_CHECK(emuStreamGetPendingWork(native_stream(stream), &pending));
@@ -445,13 +440,15 @@ bool stream_busy(const c10::Stream& stream) {
 std::atomic<bool> g_prefer_auto{false};
 
 LaunchMode launch_mode() {
+  // A bad value throws, and the next launch reads the variables again.
   static const LaunchMode mode = [] {
-    if (env_flag("TORCH_EMU_LAUNCH_BLOCKING")) {
+    const std::optional<bool> blocking = env_bool("TORCH_EMU_LAUNCH_BLOCKING");
+    const std::optional<bool> queued = env_bool("TORCH_EMU_LAUNCH_QUEUED");
+    if (blocking.value_or(false)) {
       return LaunchMode::kBlocking;
     }
-    const char* queued = std::getenv("TORCH_EMU_LAUNCH_QUEUED");
-    if (queued != nullptr && *queued != '\0') {
-      return env_flag("TORCH_EMU_LAUNCH_QUEUED") ? LaunchMode::kQueued : LaunchMode::kAuto;
+    if (queued.has_value()) {
+      return *queued ? LaunchMode::kQueued : LaunchMode::kAuto;
     }
     // Queued kernels overlap with the host only on a core it leaves free.
     const bool spare_cores = std::thread::hardware_concurrency() > 1;

@@ -35,7 +35,8 @@ constexpr Preset kPresets[] = {
 // LITERALINCLUDE END: PERF_PRESETS
 
 // A number followed by one of `units` (name, factor), case-insensitive, with
-// optional spaces; no unit means factor 1.
+// optional spaces. A bare number needs a unit named "": "h2d=10" taken as
+// 10 B/s would stretch a small copy to minutes.
 struct Unit {
   const char* name;
   double factor;
@@ -50,10 +51,6 @@ bool parse_quantity(const std::string& text, const Unit (&units)[N], double* out
   for (const char* p = end; *p != '\0'; ++p) {
     if (*p != ' ') unit += static_cast<char>(std::tolower(static_cast<unsigned char>(*p)));
   }
-  if (unit.empty()) {
-    *out = value;
-    return true;
-  }
   for (const Unit& u : units) {
     if (unit == u.name) {
       *out = value * u.factor;
@@ -65,6 +62,7 @@ bool parse_quantity(const std::string& text, const Unit (&units)[N], double* out
 
 constexpr Unit kRates[] = {{"b/s", 1}, {"kb/s", 1e3}, {"mb/s", 1e6}, {"gb/s", 1e9}, {"tb/s", 1e12}};
 constexpr Unit kDurations[] = {{"s", 1}, {"ms", 1e-3}, {"us", 1e-6}, {"ns", 1e-9}};
+constexpr Unit kFactors[] = {{"", 1}, {"x", 1}};
 
 // Holds the calling thread until `deadline`: asleep while far from it, then
 // polling, so that short holds are not lengthened by the scheduler.
@@ -117,18 +115,21 @@ bool parse_performance_model(const char* text, emuPerformanceModel* out, std::st
     const std::string value = item.substr(eq + 1);
     double x = 0;
     bool ok = true;
+    const char* expected = "";
     if (key == "h2d" || key == "d2h" || key == "d2d" || key == "peer" || key == "copy") {
       ok = parse_quantity(value, kRates, &x) && x > 0;
+      expected = "a rate above 0 with a unit, such as 10GB/s (B/s, KB/s, MB/s, GB/s or TB/s)";
       if (key == "h2d" || key == "copy") model.h2d_bytes_per_second = x;
       if (key == "d2h" || key == "copy") model.d2h_bytes_per_second = x;
       if (key == "d2d") model.d2d_bytes_per_second = x;
       if (key == "peer") model.peer_bytes_per_second = x;
     } else if (key == "launch") {
       ok = parse_quantity(value, kDurations, &x) && x <= 1.0;
+      expected = "a duration of at most 1 s with a unit, such as 5us (s, ms, us or ns)";
       model.launch_latency_seconds = x;
     } else if (key == "slowdown") {
-      const Unit none[] = {{"x", 1}};
-      ok = parse_quantity(value, none, &x) && x >= 1.0;
+      ok = parse_quantity(value, kFactors, &x) && x >= 1.0;
+      expected = "a factor >= 1, such as 2";
       model.kernel_slowdown = x;
     } else {
       *error = "unknown key '" + key + "' (h2d, d2h, copy, d2d, peer: rates such as 10GB/s; launch: a duration "
@@ -136,7 +137,7 @@ bool parse_performance_model(const char* text, emuPerformanceModel* out, std::st
       return false;
     }
     if (!ok) {
-      *error = "bad value '" + value + "' for " + key;
+      *error = "bad value '" + value + "' for " + key + ": expected " + expected;
       return false;
     }
   }

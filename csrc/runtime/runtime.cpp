@@ -14,9 +14,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
+#include "core/EmuEnv.h"
 #include "runtime/runtime_internal.h"
 
 namespace emu {
@@ -30,7 +32,7 @@ std::atomic<bool> g_device_state_created{false};
 namespace {
 
 // Why initialisation failed (filled once, then read-only).
-char g_init_error[256];
+char g_init_error[512];
 
 // A fixed buffer rather than a std::string: no allocation on error paths and
 // no thread-exit destructor.
@@ -119,7 +121,8 @@ void init_once() {
   Config cfg;
   const char* count = env_value("TORCH_EMU_DEVICE_COUNT");
   const char* memory = env_value("TORCH_EMU_DEVICE_MEMORY");
-  const char* strict = env_value("TORCH_EMU_STRICT");
+  std::string strict_error;
+  const std::optional<bool> strict = torch_emu::env_bool("TORCH_EMU_STRICT", &strict_error);
   const char* profile = env_value("TORCH_EMU_PROFILE");
   emuPerformanceModel model{0, 0, 0, 0, 0, 1.0};
   std::string model_error;
@@ -132,9 +135,8 @@ void init_once() {
                   "TORCH_EMU_DEVICE_MEMORY='%s' is not a memory size between 1 byte and 64 TiB "
                   "(bytes, or a number with a K/M/G/T, KB/MB/GB/TB or KiB/MiB/GiB/TiB suffix)",
                   memory);
-  } else if (strict != nullptr && std::strcmp(strict, "0") != 0 && std::strcmp(strict, "1") != 0) {
-    std::snprintf(g_init_error, sizeof(g_init_error), "TORCH_EMU_STRICT='%s' is not 0 or 1",
-                  strict);
+  } else if (!strict_error.empty()) {
+    std::snprintf(g_init_error, sizeof(g_init_error), "%s", strict_error.c_str());
   } else if (profile != nullptr && !parse_performance_model(profile, &model, &model_error)) {
     std::snprintf(g_init_error, sizeof(g_init_error), "TORCH_EMU_PROFILE='%s': %s", profile, model_error.c_str());
   }
@@ -142,7 +144,7 @@ void init_once() {
     g_init_state.store(kFailed, std::memory_order_release);
     return;
   }
-  cfg.strict = strict != nullptr && std::strcmp(strict, "1") == 0;
+  cfg.strict = strict.value_or(false);
   g_config = cfg;
   set_performance_model(model);
   if (cfg.strict) install_strict_handler();

@@ -97,9 +97,11 @@ def _lazy_init() -> None:
                 "multiprocessing, you must use the 'spawn' start method"
             )
         _C._init()  # raises the runtime's own error (e.g. bad configuration)
-        _initialized = True
         default_generators = tuple(_C._default_generator(i) for i in range(_C._device_count()))
-        faults._arm_from_environment()
+        # Before _initialized: a bad TORCH_EMU_FAULTS then fails every use alike,
+        # and the queued calls (torch.manual_seed...) wait for one that succeeds.
+        faults._arm_from_environment(_C._device_count())
+        _initialized = True
         calls = list(_queued_calls.values())
         _queued_calls.clear()
         for call, stack in calls:

@@ -72,22 +72,14 @@ def inject(kind: str, *, after: int = 0, times: int | None = None, device=None, 
       launch and every later call fail with ``torch.AcceleratorError``, in this
       process, until it exits (freeing memory still works).
     """
-    if kind not in KINDS:
-        raise ValueError(f"torch.emu.faults.inject: unknown fault kind {kind!r}; expected one of {KINDS}")
-    if after < 0 or (times is not None and times < 0):
-        raise ValueError("torch.emu.faults.inject: after and times must be >= 0")
-    if op is not None and (kind != "kernel" or not op):
-        raise ValueError("torch.emu.faults.inject: op is a non-empty name, for kind 'kernel' only")
-    if limit is not None and (kind != "oom" or limit <= 0):
-        raise ValueError("torch.emu.faults.inject: limit is a positive byte count, for kind 'oom' only")
+    problem = _problem(kind, after, times, limit, op)
+    if problem:
+        raise ValueError(f"torch.emu.faults.inject: {problem}")
     from . import _get_device_index, _lazy_init
 
     _lazy_init()
     index = -1 if device is None else _get_device_index(device, optional=False)
-    if times is None:
-        times = 0 if limit is not None else 1
-    fault_id = _C._fault_inject(KINDS.index(kind), index, after, times, limit or 0, op or "")
-    return Fault(kind, fault_id)
+    return _arm(kind, after=after, times=times, device=index, limit=limit, op=op)
 
 
 def remove_all() -> None:
@@ -96,28 +88,67 @@ def remove_all() -> None:
 # LITERALINCLUDE END: FAULT_API
 
 
-def _parse(spec: str) -> list[dict]:
-    """``kind[:key=value,flag,...];...`` -> keyword arguments of inject()."""
+def _problem(kind: str, after: int, times: int | None, limit: int | None, op: str | None) -> str | None:
+    """What is wrong with these arguments of inject(), if anything."""
+    if kind not in KINDS:
+        return f"unknown fault kind {kind!r}; expected one of {KINDS}"
+    if after < 0 or (times is not None and times < 0):
+        return "after and times must be >= 0"
+    if op is not None and (kind != "kernel" or not op):
+        return "op is a non-empty name, for kind 'kernel' only"
+    if limit is not None and (kind != "oom" or limit <= 0):
+        return "limit is a positive byte count, for kind 'oom' only"
+    return None
+
+
+def _arm(kind: str, *, after: int = 0, times: int | None = None, device: int = -1, limit: int | None = None,
+         op: str | None = None) -> Fault:
+    """inject() on checked arguments, without starting emu (-1: every device)."""
+    if times is None:
+        times = 0 if limit is not None else 1
+    return Fault(kind, _C._fault_inject(KINDS.index(kind), device, after, times, limit or 0, op or ""))
+
+
+def _bad(entry: str, problem: str) -> ValueError:
+    return ValueError(f"TORCH_EMU_FAULTS: {problem} (in {entry!r})")
+
+
+def _parse(spec: str, device_count: int) -> list[dict]:
+    """``kind[:key=value,...];...`` -> keyword arguments of _arm(), checked:
+    a ValueError names the variable, the entry and the field."""
     faults = []
     for part in filter(None, (p.strip() for p in spec.split(";"))):
         kind, _, options = part.partition(":")
         kwargs = {"kind": kind.strip()}
         for option in filter(None, (o.strip() for o in options.split(","))):
-            key, sep, value = option.partition("=")
+            key, sep, value = (text.strip() for text in option.partition("="))
             if key in ("after", "times", "device") and sep:
+                if not value.isdigit():
+                    raise _bad(part, f"{key}={value!r} is not a whole number")
                 kwargs[key] = int(value)
             elif key == "limit" and sep:
-                kwargs["limit"] = parse_bytes(value, "TORCH_EMU_FAULTS")
+                try:
+                    kwargs["limit"] = parse_bytes(value, "limit")
+                except ValueError:
+                    raise _bad(part, f"limit={value!r} is not a size such as 512MiB") from None
             elif key == "op" and sep:
                 kwargs["op"] = value
             else:
-                raise ValueError(f"TORCH_EMU_FAULTS: unknown option {option!r} in {part!r} (options: after=N, "
-                                 "times=N, device=N, limit=SIZE, op=NAME)")
+                raise _bad(part, f"unknown option {option!r}; expected after=N, times=N, device=N, limit=SIZE "
+                                 "or op=NAME")
+        if kwargs.get("device", 0) >= device_count:
+            raise _bad(part, f"device={kwargs['device']} is out of range: there are {device_count} emu devices, "
+                             f"0 to {device_count - 1}")
+        problem = _problem(kwargs["kind"], kwargs.get("after", 0), kwargs.get("times"), kwargs.get("limit"),
+                           kwargs.get("op"))
+        if problem:
+            raise _bad(part, problem)
         faults.append(kwargs)
     return faults
 
 
-def _arm_from_environment() -> None:
-    """Arms the faults TORCH_EMU_FAULTS names (called when emu starts)."""
-    for kwargs in _parse(os.environ.get("TORCH_EMU_FAULTS", "")):
-        inject(kwargs.pop("kind"), **kwargs)
+def _arm_from_environment(device_count: int) -> None:
+    """Arms the faults TORCH_EMU_FAULTS names (when emu starts): all checked
+    before the first is armed."""
+    for kwargs in _parse(os.environ.get("TORCH_EMU_FAULTS", ""), device_count):
+        _arm(kwargs.pop("kind"), **kwargs)

@@ -44,11 +44,23 @@ def _from_spec(spec: str) -> Runtime:
         from .reference import ReferenceRuntime
 
         return ReferenceRuntime()
+    expected = ("expected 'native', 'python' or 'module:attribute' naming a torch_emu.runtime.Runtime subclass "
+                "or factory")
     module, _, attribute = spec.partition(":")
-    if not attribute:
-        raise ValueError(f"TORCH_EMU_RUNTIME={spec!r}: expected 'native', 'python' or 'module:attribute'")
-    factory = getattr(importlib.import_module(module), attribute)
-    return factory()
+    if not module or not attribute:
+        raise ValueError(f"TORCH_EMU_RUNTIME={spec!r}: {expected}")
+    try:
+        factory = getattr(importlib.import_module(module), attribute)
+    except (ImportError, AttributeError) as e:
+        raise ValueError(f"TORCH_EMU_RUNTIME={spec!r}: {e}; {expected}") from e
+    if not callable(factory):
+        raise TypeError(f"TORCH_EMU_RUNTIME={spec!r}: {module}.{attribute} is not callable (type "
+                        f"{type(factory).__name__}); {expected}")
+    runtime = factory()
+    if not isinstance(runtime, Runtime):
+        raise TypeError(f"TORCH_EMU_RUNTIME={spec!r}: {module}.{attribute}() returned a value of type "
+                        f"{type(runtime).__name__}, not a torch_emu.runtime.Runtime")
+    return runtime
 
 
 def install_from_environment() -> None:

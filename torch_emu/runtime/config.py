@@ -1,5 +1,6 @@
 """The device configuration the environment gives: device count and memory,
-read the way the native runtime reads them (csrc/runtime/runtime.cpp)."""
+read the way the native runtime reads them (csrc/runtime/runtime.cpp), and the
+reader of every boolean variable (as csrc/core/EmuEnv.h reads them in C++)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,20 @@ def parse_bytes(text: str, variable: str) -> int:
         raise ValueError(f"{variable}: {text!r} is not a size (e.g. 512MiB)")
     unit = (match.group(2) or "b")[0].lower()
     return int(float(match.group(1)) * 1024 ** "bkmgt".index(unit))
+
+
+def env_flag(name: str, default: bool = False) -> bool:
+    """Boolean variable ``name``: 1/true/yes/on or 0/false/no/off, any case,
+    spaces around ignored; ``default`` when unset or blank."""
+    value = os.environ.get(name, "")
+    word = value.strip().lower()
+    if not word:
+        return default
+    if word in ("1", "true", "yes", "on"):
+        return True
+    if word in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{name}={value!r} is not a boolean: expected 1/0, true/false, yes/no or on/off")
 
 
 def device_count() -> int:

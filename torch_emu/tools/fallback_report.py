@@ -2,13 +2,13 @@
 for how long; optionally, every fallback as an error."""
 
 import atexit
-import os
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator
 
 from .. import _C
+from ..runtime.config import env_flag
 
 __all__ = ["FallbackReport", "fallback_report"]
 
@@ -58,14 +58,10 @@ def fallback_report(error: bool = False) -> Iterator[FallbackReport]:
     try:
         yield report
     finally:
-        _C._set_fallback_error(_env_flag("TORCH_EMU_FALLBACK_ERROR"))
-        _C._set_fallback_recording(_env_flag("TORCH_EMU_FALLBACK_REPORT"))
+        _C._set_fallback_error(env_flag("TORCH_EMU_FALLBACK_ERROR"))
+        _C._set_fallback_recording(env_flag("TORCH_EMU_FALLBACK_REPORT"))
         report.records = [(name, calls, ns / 1e9) for name, calls, ns in _C._take_fallback_records()]
 # LITERALINCLUDE END: FALLBACK_REPORT
-
-
-def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "0") not in ("", "0")
 
 
 def _print_report_at_exit() -> None:
@@ -77,8 +73,9 @@ def _print_report_at_exit() -> None:
 def configure_from_environment() -> None:
     """TORCH_EMU_FALLBACK_REPORT=1 prints a report for the whole process at
     exit; TORCH_EMU_FALLBACK_ERROR=1 makes every fallback an error."""
-    if _env_flag("TORCH_EMU_FALLBACK_REPORT"):
+    report, error = env_flag("TORCH_EMU_FALLBACK_REPORT"), env_flag("TORCH_EMU_FALLBACK_ERROR")  # both checked first
+    if report:
         _C._set_fallback_recording(True)
         atexit.register(_print_report_at_exit)
-    if _env_flag("TORCH_EMU_FALLBACK_ERROR"):
+    if error:
         _C._set_fallback_error(True)

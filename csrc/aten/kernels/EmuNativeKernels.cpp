@@ -2,8 +2,7 @@
 
 #include <torch/library.h>
 
-#include <cstdlib>
-#include <cstring>
+#include "core/EmuEnv.h"
 
 namespace torch_emu {
 
@@ -22,8 +21,7 @@ void register_reduction_kernels(torch::Library& m);
 // of these ops runs through the fallback, which is how the tests prove that
 // the minimal operator set plus the fallback runs a model.
 bool register_native_kernels() {
-  const char* setting = std::getenv("TORCH_EMU_NATIVE_KERNELS");
-  if (setting != nullptr && std::strcmp(setting, "0") == 0) {
+  if (!env_bool("TORCH_EMU_NATIVE_KERNELS").value_or(true)) {
     return false;
   }
   static torch::Library m(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
