@@ -90,6 +90,16 @@ def test_skip_entries_by_name_without_dtypes_and_by_operator(tmp_path):
     assert report["skip file"]["TestSample.test_fails_on_the_device_int64"] == "differs on purpose"
 
 
+def test_an_entry_without_dtypes_names_its_dtype_variants_only():
+    from torch_emu.conformance.upstream_worker import skip_reason
+
+    options = {"skipped_testcases": {"TestLinalg.test_svd": "why"}}
+    for key in ("TestLinalg.test_svd", "TestLinalg.test_svd_float32", "TestLinalg.test_svd_complex64_float8_e4m3fnuz"):
+        assert skip_reason(key, "", "emu", options) == "why", key
+    for key in ("TestLinalg.test_svd_lowrank_float32", "TestLinalg.test_svd_memory_allocation", "TestLinalg.test_svdx"):
+        assert skip_reason(key, "", "emu", options) is None, key
+
+
 def test_it_runs_from_its_folder_with_a_backend_named_by_import(tmp_path):
     # A vendor's environment: nothing of torch_emu is imported by the runner, the backend is
     # loaded by --import (autoload off), as another vendor's would be.

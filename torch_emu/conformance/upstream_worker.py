@@ -14,9 +14,12 @@ starts the file again without the tests already done).
 import importlib
 import json
 import os
+import re
 import sys
 import traceback
 import unittest
+
+import torch
 
 # LITERALINCLUDE START: UPSTREAM_WORKER
 # The device-generic classes: instantiate_device_type_tests names them after
@@ -45,12 +48,18 @@ def generic_key(test: unittest.TestCase, device: str, backend: str) -> str:
     return f"{cls[: -len(suffix)]}.{method}"
 
 
+# What a test's name ends in for each of its dtypes (_float32, _complex64_float8_e4m3fn...):
+# the longest names first, so that float8_e4m3fnuz is not read as float8_e4m3fn + "uz".
+DTYPE_SUFFIXES = re.compile("(_({}))+".format("|".join(sorted(
+    {str(d).removeprefix("torch.") for d in vars(torch).values() if isinstance(d, torch.dtype)}, key=len, reverse=True))))
+
+
 def skip_reason(key: str, method: str, backend: str, options: dict) -> str | None:
     """Why the skip file skips this PrivateUse1 test, if it does: by name (an entry without
-    the dtypes names every dtype's variant), or by the OpInfo operator in its name
-    (test_<what>_<op>_<device>_<dtype>)."""
+    the dtypes names every dtype's variant, not other tests its name begins: test_svd is not
+    test_svd_lowrank), or by the OpInfo operator in its name (test_<what>_<op>_<device>_<dtype>)."""
     for name, reason in options.get("skipped_testcases", {}).items():
-        if key == name or key.startswith(name + "_"):
+        if key == name or (key.startswith(name) and DTYPE_SUFFIXES.fullmatch(key[len(name):])):
             return reason
     for op, reason in options.get("op_skips", {}).items():
         if f"_{op.replace('.', '_')}_{backend}" in method:
