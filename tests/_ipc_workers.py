@@ -104,6 +104,12 @@ def exit_holding(inbox, conn):
     conn.send(torch.full((4,), 7.0, device="emu"))
 
 
+def send_and_exit(conn, strategy):
+    """Sends one emu tensor under the sharing `strategy` and exits before it is received."""
+    torch.multiprocessing.set_sharing_strategy(strategy)
+    conn.send(torch.full((4,), 7.0, device="emu"))
+
+
 # LITERALINCLUDE START: HOGWILD_WORKER
 def hogwild(model, data, target, steps, lock):
     """SGD steps on the parameters the parent shares (model.share_memory())."""

@@ -105,6 +105,34 @@ def test_a_fault_for_one_op_fails_only_its_kernels(baseline_memory):
     del x, y
 
 
+def test_a_fault_for_one_op_fails_its_captured_kernels_at_capture_and_replay(baseline_memory):
+    x = torch.arange(4.0, device="emu")
+    with faults.inject("kernel", op="mul", times=0) as fault:
+        with pytest.raises(torch.AcceleratorError, match="injected fault"):
+            with torch.emu.graph(torch.emu.EmuGraph()):
+                y = x + 1  # another op: captured
+                z = y * 2  # fails as it is captured
+        assert fault.hits == 1
+    g = torch.emu.EmuGraph()
+    with torch.emu.graph(g):
+        y = x + 1
+        z = y * 2
+    with faults.inject("kernel", op="div", times=0) as other:  # no such kernel in the graph
+        g.replay()
+        torch.emu.synchronize()
+        assert other.hits == 0
+    with faults.inject("kernel", op="mul", times=0) as fault:
+        with pytest.raises(torch.AcceleratorError, match="injected fault"):
+            g.replay()
+            torch.emu.synchronize()
+        assert fault.hits == 1
+    x.fill_(1.0)
+    g.replay()  # the graph and the device work on
+    assert z.cpu().tolist() == [4.0] * 4
+    g.reset()
+    del x, y, z
+
+
 @pytest.mark.skipif(torch_emu._C._launch_mode() == "blocking", reason="every launch waits for its kernel")
 def test_a_queued_kernel_error_surfaces_at_the_next_sync_once(baseline_memory):
     x = torch.ones(4, device="emu")
@@ -210,13 +238,33 @@ def test_bad_fault_requests_are_clear_errors():
         faults.inject("kernel", limit=10)
     with pytest.raises(ValueError, match="op is a non-empty name, for kind 'kernel'"):
         faults.inject("copy", op="mul")
-    with pytest.raises(ValueError, match=">= 0"):
+    with pytest.raises(ValueError, match=r"after must be a whole number from 0 to 2\*\*63-1, got -1"):
         faults.inject("oom", after=-1)
+    with pytest.raises(ValueError, match="op is a non-empty name, for kind 'kernel' only; got op=5"):
+        faults.inject("kernel", op=5)
     with pytest.raises(RuntimeError, match="Invalid device|invalid device"):
         faults.inject("oom", device=torch.emu.device_count())
+    with pytest.raises(torch.AcceleratorError, match="Invalid device emu:1180591620717411303424: there are"):
+        faults.inject("oom", device=2**70)
     result = run_python("import torch, torch_emu; torch.ones(1, device='emu')", TORCH_EMU_FAULTS="oom:sometimes")
     assert result.returncode != 0
     assert "TORCH_EMU_FAULTS: unknown option 'sometimes'" in result.stderr
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"after": 1.5}, r"after must be a whole number from 0 to 2\*\*63-1, got 1.5"),
+    ({"after": 2**70}, r"after must be a whole number from 0 to 2\*\*63-1, got 1180591620717411303424"),
+    ({"after": True}, r"after must be a whole number from 0 to 2\*\*63-1, got True"),
+    ({"times": "3"}, r"times must be a whole number from 0 to 2\*\*63-1, got '3'"),
+    ({"times": 2**64}, r"times must be a whole number from 0 to 2\*\*63-1, got 18446744073709551616"),
+    ({"limit": 0}, r"limit must be a whole number from 1 to 2\*\*63-1, got 0"),
+    ({"limit": 2.0**40}, r"limit must be a whole number from 1 to 2\*\*63-1, got 1099511627776.0"),
+], ids=["after_float", "after_huge", "after_bool", "times_str", "times_huge", "limit_zero", "limit_float"])
+def test_bad_numbers_name_the_argument_and_arm_nothing(kwargs, message, baseline_memory):
+    kind = "oom" if "limit" in kwargs else "kernel"
+    with pytest.raises(ValueError, match=f"^torch.emu.faults.inject: {message}$"):
+        faults.inject(kind, **kwargs)
+    assert (torch.ones(2, device="emu") * 3).cpu().tolist() == [3.0, 3.0]  # nothing was armed
 
 
 SEEDED_CODE = """
@@ -245,6 +293,8 @@ def seeded_numbers():
     # 'copy' is valid but not armed either: the copy to the host below works
     ("copy;oom:device=9", "device=9 is out of range: there are 2 emu devices, 0 to 1 (in 'oom:device=9')"),
     ("oom:limit=lots", "limit='lots' is not a size such as 512MiB (in 'oom:limit=lots')"),
+    ("kernel:times=18446744073709551616", "times must be a whole number from 0 to 2**63-1, got "
+                                          "18446744073709551616 (in 'kernel:times=18446744073709551616')"),
 ])
 def test_a_bad_fault_spec_fails_every_use_and_leaves_nothing_half_done(spec, message, seeded_numbers):
     result = run_python(SEEDED_CODE, TORCH_EMU_FAULTS=spec, TORCH_EMU_DEVICE_COUNT="2")

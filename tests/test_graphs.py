@@ -241,6 +241,29 @@ def test_synchronising_calls_fail_and_invalidate_the_capture(name, baseline_memo
     del g, g2, x, y
 
 
+def test_nested_graph_is_refused_at_entry_and_the_outer_capture_goes_on(baseline_memory):
+    x = torch.ones(4, device="emu")
+    outer, inner = torch.emu.EmuGraph(), torch.emu.EmuGraph()
+    side = torch.emu.Stream(device=1)
+    with torch.emu.graph(outer):
+        y = x * 2
+        for stream in (None, side):  # this device, and another device's stream from this one
+            with pytest.raises(torch.AcceleratorError, match="emu:0 is capturing another graph already "
+                                                             r"\(one capture per device at a time\)"):
+                with torch.emu.graph(inner, stream=stream):
+                    pytest.fail("the body of a nested capture ran")
+        assert torch.emu.is_current_stream_capturing()
+        z = y + 1
+    x.fill_(3.0)
+    outer.replay()
+    assert (y.cpu().tolist(), z.cpu().tolist()) == ([6.0] * 4, [7.0] * 4)
+    inner, w = capture(lambda: x * 5)  # the refused captures left nothing behind
+    x.fill_(1.0)
+    inner.replay()
+    assert w.cpu().tolist() == [5.0] * 4
+    del outer, inner, x, y, z, w
+
+
 def test_capture_on_default_stream_is_refused(baseline_memory):
     g = torch.emu.EmuGraph()
     with pytest.raises(RuntimeError, match="default stream"):

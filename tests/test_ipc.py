@@ -203,10 +203,29 @@ def test_receiver_with_other_devices_strict_mode_and_exit(baseline_memory, monke
         stop(proc)
     assert proc.exitcode == 0
     # Its sender has exited: a clear exception, not a hang.
-    with pytest.raises((OSError, RuntimeError)):
+    with pytest.raises(RuntimeError, match=f"from process {proc.pid}: the sender has exited"):
         ForkingPickler.loads(produced)
     # It exited still holding our tensor; its exit gave the reference back.
     collected_memory()
+
+
+@pytest.mark.parametrize("strategy", ["file_descriptor", "file_system"])
+def test_tensor_from_a_sender_that_has_exited_is_a_clear_error(strategy, baseline_memory):
+    ours, theirs = CTX.Pipe()
+    proc = CTX.Process(target=workers.send_and_exit, args=(theirs, strategy), daemon=True)
+    proc.start()
+    try:
+        assert ours.poll(TIMEOUT), "nothing from the sender"
+        message = ours.recv_bytes()
+    finally:
+        stop(proc)
+    assert proc.exitcode == 0
+    # Not the bare FileNotFoundError (or "No such file or directory") of the
+    # reference count's shared memory, which went with the sender.
+    with pytest.raises(RuntimeError, match=f"from process {proc.pid}: the sender has exited") as error:
+        ForkingPickler.loads(message)
+    assert isinstance(error.value.__cause__, (OSError, RuntimeError))
+    assert torch.ones(2, device="emu").sum().item() == 2  # this process works on
 
 
 # LITERALINCLUDE START: HOGWILD_TEST

@@ -107,6 +107,16 @@ def test_oom_frees_cache_and_retries(baseline_memory):
     torch.emu.empty_cache()
 
 
+@pytest.mark.parametrize("device", [9, -1, 200, 2**70])
+def test_device_out_of_range_is_named(device, baseline_memory):
+    # Also past c10::DeviceIndex and int64: the same error, not a binding's type dump.
+    for call in (torch.emu.memory_stats, torch.emu.memory_allocated, torch.emu.mem_get_info,
+                 torch.emu.reset_peak_memory_stats, torch.emu.get_per_process_memory_fraction):
+        with pytest.raises(torch.AcceleratorError, match=f"Invalid device emu:{device}: there are"):
+            call(device)
+    assert torch.ones(2, device="emu").sum().item() == 2
+
+
 def test_memory_summary_mentions_numbers():
     x = torch.empty(MiB, dtype=torch.uint8, device="emu")
     text = torch.emu.memory_summary()

@@ -222,8 +222,16 @@ def test_bad_inputs():
         torch.emu.memory._record_memory_history(context="sometimes")
     with pytest.raises(RuntimeError, match="stacks must be"):
         torch.emu.memory._record_memory_history(stacks="cpp")
-    with pytest.raises(ValueError, match="max_entries"):
+    with pytest.raises(ValueError, match=r"max_entries must be a whole number from 0 to 2\*\*63-1, got -1"):
         torch.emu.memory._record_memory_history(max_entries=-1)
+    with pytest.raises(ValueError, match=r"max_entries must be a whole number from 0 to 2\*\*63-1, got 1.5"):
+        torch.emu.memory._record_memory_history(max_entries=1.5)
+    count = torch.emu.device_count()
+    # As memory_stats(device=count): the device is checked although the history covers every device.
+    with pytest.raises(torch.AcceleratorError, match=f"Invalid device emu:{count}: there are {count} emu devices"):
+        torch.emu.memory._record_memory_history(device=count)
+    with pytest.raises(torch.AcceleratorError, match=f"Invalid device emu:{count}: there are {count} emu devices"):
+        torch.emu.memory._snapshot(device=count)
     with pytest.raises(ValueError, match="emu device"):
         torch.emu.memory._record_memory_history(device="cpu")
     with pytest.raises(RuntimeError, match="Unknown TraceEntry action: frees"):

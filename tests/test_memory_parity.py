@@ -132,7 +132,7 @@ def test_caching_allocator_alloc_and_delete(baseline_memory):
         torch.emu.caching_allocator_delete(ptr)  # twice
     with pytest.raises(RuntimeError, match="invalid device pointer"):
         torch.emu.caching_allocator_delete(12345)
-    with pytest.raises(ValueError, match="non-negative int"):
+    with pytest.raises(ValueError, match=r"size must be a whole number from 0 to 2\*\*63-1, got -1"):
         torch.emu.caching_allocator_alloc(-1)
     with pytest.raises(RuntimeError, match="invalid emu stream id"):
         torch.emu.caching_allocator_alloc(16, stream=12345)
@@ -143,6 +143,30 @@ def test_caching_allocator_alloc_and_delete(baseline_memory):
             torch.emu.caching_allocator_alloc(16, device=0, stream=torch.emu.Stream("emu:1"))
     with pytest.raises(ValueError, match="emu device"):
         torch.emu.caching_allocator_alloc(16, device="cpu")
+
+
+def test_raw_allocation_bad_numbers_name_the_argument(baseline_memory):
+    before = torch.emu.memory_allocated()
+    # As torch.cuda.caching_allocator_delete: an address the allocator does not own is a RuntimeError.
+    for address in (-1, 2**64, 2**70):
+        with pytest.raises(RuntimeError, match=f"invalid device pointer {address}: not allocated by torch.emu"):
+            torch.emu.caching_allocator_delete(address)
+    for address in (1.5, None, True):
+        with pytest.raises(TypeError, match=f"mem_ptr must be an int .*, got {address}"):
+            torch.emu.caching_allocator_delete(address)
+    with pytest.raises(ValueError, match=r"size must be a whole number from 0 to 2\*\*63-1, got 1180591620717411"):
+        torch.emu.caching_allocator_alloc(2**70)
+    with pytest.raises(ValueError, match=r"size must be a whole number from 0 to 2\*\*63-1, got 16.0"):
+        torch.emu.caching_allocator_alloc(16.0)
+    with pytest.raises(ValueError, match=r"stream must be a whole number from -2\*\*63 to 2\*\*63-1, got 118059"):
+        torch.emu.caching_allocator_alloc(16, stream=2**70)
+    with pytest.raises(ValueError, match=r"mempool_id must be a pool id \(MemPool.id\), a pair of whole numbers"):
+        torch.emu.memory_snapshot((-1, 1.5))
+    assert torch.emu.memory_allocated() == before
+    ptr = torch.emu.caching_allocator_alloc(512)  # the allocator works on
+    torch.emu.caching_allocator_delete(ptr)
+    torch.emu.caching_allocator_delete(0)  # a null pointer is nothing to free, as on CUDA
+    assert torch.emu.memory_allocated() == before
 
 
 def test_caching_allocator_enable(baseline_memory):

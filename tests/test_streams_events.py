@@ -93,6 +93,23 @@ def test_event_timing_disabled_is_an_error():
         a.elapsed_time(b)
 
 
+def test_elapsed_time_between_devices_is_an_error_as_on_cuda(baseline_memory):
+    # cudaEventElapsedTime fails with cudaErrorInvalidResourceHandle for events of two devices.
+    start, end = torch.emu.Event(enable_timing=True), torch.emu.Event(enable_timing=True)
+    start.record(torch.emu.current_stream(0))
+    end.record(torch.emu.current_stream(1))
+    end.synchronize()
+    start.synchronize()
+    with pytest.raises(torch.AcceleratorError, match="emuErrorInvalidResourceHandle.*start event was recorded on "
+                                                     "emu:0 and the end event on emu:1; both must be recorded on "
+                                                     "the same device"):
+        start.elapsed_time(end)
+    same_device = torch.emu.Event(enable_timing=True)
+    same_device.record(torch.emu.current_stream(0))
+    same_device.synchronize()
+    assert start.elapsed_time(same_device) >= 0
+
+
 def test_unrecorded_event_semantics():
     e = torch.emu.Event()
     assert e.query()

@@ -16,6 +16,7 @@ importing it costs nothing.
 """
 
 import atexit
+import os
 import threading
 from multiprocessing.reduction import ForkingPickler
 
@@ -52,14 +53,33 @@ def _rebuild_empty_emu_storage(device):
     return torch.UntypedStorage(0, device=device)
 
 
+def _rebuild_ref_counter(sender, rebuild, args):
+    # The reference counts are CPU shared memory reached through the sender
+    # (its fd sharer, or its shared-memory file): gone once it has exited.
+    try:
+        return rebuild(*args)
+    except (OSError, EOFError, RuntimeError) as e:
+        raise RuntimeError(
+            f"emu IPC: cannot receive an emu tensor from process {sender}: the sender has exited, and the "
+            "reference count that keeps the tensor's memory alive went with it. Keep a sending process alive "
+            "until its receivers have unpickled what it sent."
+        ) from e
+
+
 def _reduce_storage(storage):
     if storage.device.type != "emu":
-        return reductions.reduce_storage(storage)
+        reduced = reductions.reduce_storage(storage)
+        if getattr(storage, "_emu_ipc_ref_counter", False):
+            return (_rebuild_ref_counter, (os.getpid(), *reduced))
+        return reduced
     if storage.nbytes() == 0:
         return (_rebuild_empty_emu_storage, (storage.device,))
     handle, storage_offset, storage_size, ref_counter, slot = _C._ipc_share(storage)
     # A receiver in this very process finds the storage itself.
     reductions.shared_cache[(handle, storage_offset)] = reductions.StorageWeakRef(storage)
+    # Pickled as an object, once per message however many storages share it
+    # (above), so that its receiver can say why it cannot be rebuilt.
+    ref_counter._emu_ipc_ref_counter = True
     return (_rebuild_emu_storage, (handle, storage_offset, storage_size, ref_counter, slot))
 
 

@@ -32,6 +32,7 @@
 #include "core/EmuGenerator.h"
 #include "core/EmuLaunch.h"
 #include "core/EmuStream.h"
+#include "runtime/emu_runtime_faults.h"
 #include "runtime/emu_runtime_graph.h"
 
 namespace torch_emu {
@@ -52,6 +53,15 @@ struct DeviceCapture {
 };
 std::mutex g_capture_mu;
 std::array<DeviceCapture, kMaxDevices> g_capture; // guarded by g_capture_mu
+
+// Under g_capture_mu.
+void check_not_capturing_locked(c10::DeviceIndex device) {
+  if (g_capture[device].stream >= 0) {
+    throw c10::AcceleratorError({__func__, __FILE__, __LINE__}, emuErrorStreamCaptureUnsupported,
+                                c10::str("emu:", static_cast<int>(device),
+                                         " is capturing another graph already (one capture per device at a time)"));
+  }
+}
 
 void invalidate(c10::DeviceIndex device, const std::string& why) {
   std::lock_guard<std::mutex> lock(g_capture_mu);
@@ -156,6 +166,12 @@ void check_not_capturing(const char* operation) {
   TORCH_CHECK(false, why, "; the capture is invalidated");
 }
 
+void check_no_capture(c10::DeviceIndex device) {
+  check_device_index(device);
+  std::lock_guard<std::mutex> lock(g_capture_mu);
+  check_not_capturing_locked(device);
+}
+
 bool is_replayed_block(const void* ptr) {
   const CapturedKernel* k = tls_replaying;
   if (k == nullptr) {
@@ -197,6 +213,9 @@ void launch_captured(const c10::Stream& stream, c10::function_ref<void()> kernel
   }
   auto* k = new CapturedKernel{stream, launching_thread(), what, (*make_replay)(), kernel, at::ThreadLocalState()};
   emuStream_t native = native_stream(stream);
+  // Named even with no fault armed: the graph keeps the name, for a fault
+  // armed before a replay (the runtime replays each kernel under its name).
+  (void)emuFaultSetLaunchName(what);
   const emuError_t attached = emuStreamAttachToCapture(native, k, &destroy_captured);
   if (attached != emuSuccess) {
     delete k;
@@ -242,8 +261,7 @@ class EmuGraphImpl final : public at::GraphImplInterface {
     generator_state_ = generator_.get_state();
     {
       std::lock_guard<std::mutex> lock(g_capture_mu);
-      TORCH_CHECK(g_capture[device].stream < 0, "emu:", static_cast<int>(device),
-                  " is capturing another graph already (one capture per device at a time)");
+      check_not_capturing_locked(device);
       g_capture[device] = DeviceCapture{stream.id(), "", &kernels_};
     }
     g_captures.fetch_add(1);

@@ -18,6 +18,10 @@ bool is_capturing(const c10::Stream& stream);
 // Throws (and invalidates the capture) if the current stream of the current
 // device captures: `operation` would make the host wait for captured work.
 void check_not_capturing(const char* operation);
+// Throws torch.AcceleratorError if `device` is capturing a graph already:
+// one capture per device at a time (torch.emu.graph checks before it
+// synchronises, which would invalidate that capture).
+void check_no_capture(c10::DeviceIndex device);
 
 // LITERALINCLUDE START: GRAPH_ALLOCATE
 // Device memory for a new tensor. During a capture, memory allocated on the

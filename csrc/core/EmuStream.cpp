@@ -94,19 +94,23 @@ c10::DeviceIndex device_count() noexcept {
 }
 
 void check_device_index(c10::DeviceIndex index) {
-  const c10::DeviceIndex count = device_count();
-  if (C10_UNLIKELY(index < 0 || index >= count)) {
-    if (count == 0) {
-      // Surface the runtime's own reason (bad configuration, bad fork...).
-      int ignored = 0;
-      EMU_CHECK(emuGetDeviceCount(&ignored));
-    }
-    throw c10::AcceleratorError(
-        {__func__, __FILE__, __LINE__}, emuErrorInvalidDevice,
-        c10::str("Invalid device emu:", static_cast<int>(index), ": there ",
-                 count == 1 ? "is 1 emu device" : c10::str("are ", static_cast<int>(count), " emu devices"),
-                 " (set TORCH_EMU_DEVICE_COUNT to change this)"));
+  if (C10_UNLIKELY(index < 0 || index >= device_count())) {
+    invalid_device_index(std::to_string(index));
   }
+}
+
+void invalid_device_index(const std::string& index) {
+  const c10::DeviceIndex count = device_count();
+  if (count == 0) {
+    // Surface the runtime's own reason (bad configuration, bad fork...).
+    int ignored = 0;
+    EMU_CHECK(emuGetDeviceCount(&ignored));
+  }
+  throw c10::AcceleratorError(
+      {__func__, __FILE__, __LINE__}, emuErrorInvalidDevice,
+      c10::str("Invalid device emu:", index, ": there ",
+               count == 1 ? "is 1 emu device" : c10::str("are ", static_cast<int>(count), " emu devices"),
+               " (set TORCH_EMU_DEVICE_COUNT to change this)"));
 }
 
 c10::DeviceIndex current_device() {

@@ -11,6 +11,8 @@
 #include <c10/core/Device.h>
 #include <c10/core/Stream.h>
 
+#include <string>
+
 #include "runtime/emu_runtime.h"
 
 namespace torch_emu {
@@ -21,6 +23,8 @@ constexpr int kStreamsPerPool = 32;
 c10::DeviceIndex device_count() noexcept;
 // Throws a clear error naming the index and the device count.
 void check_device_index(c10::DeviceIndex index);
+// That error, for an index given as text (from Python, of any size).
+[[noreturn]] void invalid_device_index(const std::string& index);
 c10::DeviceIndex current_device();
 void set_device(c10::DeviceIndex index);
 // True once the device's streams exist, i.e. the device has been used.

@@ -9,6 +9,7 @@ namespace torch_emu {
 
 void init_graph_bindings(pybind11::module& m) {
   m.def("_is_current_stream_capturing", [] { return is_capturing(current_stream()); });
+  m.def("_check_no_capture", [](c10::DeviceIndex device) { check_no_capture(device); });
 }
 
 } // namespace torch_emu

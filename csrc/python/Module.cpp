@@ -75,6 +75,16 @@ PYBIND11_MODULE(_C, m) {
   m.def("_device_count", [] { return static_cast<int>(device_count()); });
   m.def("_current_device", [] { return static_cast<int>(current_device()); });
   m.def("_set_device", [](c10::DeviceIndex d) { set_device(d); });
+  // torch.emu's device check: any Python int, so that an index too large for
+  // c10::DeviceIndex is named like any other out-of-range one.
+  m.def("_check_device_index", [](const py::int_& device) {
+    int overflow = 0;
+    const long long index = PyLong_AsLongLongAndOverflow(device.ptr(), &overflow);
+    if (overflow != 0 || index != static_cast<c10::DeviceIndex>(index)) {
+      invalid_device_index(py::str(device));
+    }
+    check_device_index(static_cast<c10::DeviceIndex>(index));
+  });
   m.def("_synchronize", [](c10::DeviceIndex d) {
     check_device_index(d);
     py::gil_scoped_release no_gil; // other Python threads may feed the streams

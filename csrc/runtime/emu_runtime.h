@@ -174,7 +174,8 @@ emuError_t emuEventDestroy(emuEvent_t event);
 emuError_t emuEventRecord(emuEvent_t event, emuStream_t stream);
 emuError_t emuEventQuery(emuEvent_t event); // emuSuccess or emuErrorNotReady
 emuError_t emuEventSynchronize(emuEvent_t event);
-// Milliseconds between two completed, timed records.
+// Milliseconds between two completed, timed records on one device (records on
+// two devices: emuErrorInvalidResourceHandle, as CUDA).
 emuError_t emuEventElapsedTime(float* ms, emuEvent_t start, emuEvent_t end);
 // LITERALINCLUDE END: EMU_RUNTIME_STREAMS
 

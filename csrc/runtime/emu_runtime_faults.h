@@ -56,7 +56,8 @@ emuError_t emuFaultGetHits(int id, uint64_t* hits);
 // so that naming costs nothing otherwise.
 int emuFaultsArmed(void);
 // Names the kernels the calling thread launches from now on (NULL: unnamed),
-// for faults with a kernel_name. `name` must outlive those launches.
+// for faults with a kernel_name. `name` must outlive those launches. A kernel
+// captured into a graph keeps its name (copied) for its replays.
 emuError_t emuFaultSetLaunchName(const char* name);
 // LITERALINCLUDE END: EMU_RUNTIME_FAULTS
 

@@ -114,6 +114,10 @@ const char* device_lost_reason() {
   return g_lost_reason;
 }
 
+const char* launch_name() {
+  return t_launch_name;
+}
+
 } // namespace emu
 
 using emu::set_error;

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/emu_runtime_faults.h"
 #include "runtime/emu_runtime_graph.h"
 #include "runtime/runtime_internal.h"
 
@@ -77,6 +78,9 @@ emuError_t capture_node(const char* call, emuStream_t stream, const GraphNode& n
   }
   if (node.event != nullptr) retain_event(node.event);
   it->second.graph->nodes.push_back(node);
+  if (node.kind == GraphNode::kKernel && launch_name() != nullptr) {
+    it->second.graph->nodes.back().launch_name = launch_name();
+  }
   return emuSuccess;
 }
 
@@ -210,7 +214,14 @@ emuError_t emuGraphLaunch(emuGraph_t graph, emuStream_t stream) {
   for (const emu::GraphNode& node : graph->nodes) {
     emuError_t err = emuSuccess;
     switch (node.kind) {
-      case emu::GraphNode::kKernel: err = emuLaunchKernel(stream, node.kernel_fn, node.user_data); break;
+      case emu::GraphNode::kKernel: {
+        // Under its captured name, so that a fault for one op matches its replays too.
+        const char* caller_name = emu::launch_name();
+        (void)emuFaultSetLaunchName(node.launch_name.empty() ? nullptr : node.launch_name.c_str());
+        err = emuLaunchKernel(stream, node.kernel_fn, node.user_data);
+        (void)emuFaultSetLaunchName(caller_name);
+        break;
+      }
       case emu::GraphNode::kMemcpy: err = emuMemcpyAsync(node.dst, node.src, node.bytes, node.copy_kind, stream); break;
       case emu::GraphNode::kHostFunc: err = emuLaunchHostFunc(stream, node.host_fn, node.user_data); break;
       case emu::GraphNode::kEventRecord: err = emuEventRecord(node.event, stream); break;

@@ -143,6 +143,9 @@ std::string injected_failure_message(const InjectedFailure& failure, int device)
 // A copy touching `device`: emuErrorEccUncorrectable if a fault fires.
 emuError_t fault_on_copy(const char* call, int device);
 const char* device_lost_reason();
+// The calling thread's launch name (emuFaultSetLaunchName), or null: a
+// captured kernel keeps it, and its replays are launched under it.
+const char* launch_name();
 
 // ---- device_memory.cpp: arenas, pinned memory, strict mode -----------------
 
@@ -296,6 +299,7 @@ struct GraphNode {
   size_t bytes = 0;
   emuMemcpyKind copy_kind = emuMemcpyDeviceToDevice;
   emuEvent_t event = nullptr;  // a reference is held by the graph
+  std::string launch_name;     // kKernel: launch_name() when captured ("": none)
 };
 
 // Called by streams.cpp for work submitted to `stream` from outside work

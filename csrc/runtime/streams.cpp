@@ -1039,6 +1039,7 @@ emuError_t emuEventElapsedTime(float* ms, emuEvent_t start, emuEvent_t end) {
   if (emuError_t err = check_event("emuEventElapsedTime", start)) return err;
   if (emuError_t err = check_event("emuEventElapsedTime", end)) return err;
   Clock::time_point stamps[2];
+  int devices[2];
   emuEvent* events[2] = {start, end};
   for (int i = 0; i < 2; ++i) {
     emuEvent* e = events[i];
@@ -1056,6 +1057,14 @@ emuError_t emuEventElapsedTime(float* ms, emuEvent_t start, emuEvent_t end) {
                        which);
     }
     stamps[i] = e->stamp;
+    devices[i] = e->device;
+  }
+  // As CUDA's cudaEventElapsedTime: events on two devices are not timed against each other.
+  if (devices[0] != devices[1]) {
+    return set_error(emuErrorInvalidResourceHandle,
+                     "emuEventElapsedTime: the start event was recorded on emu:%d and the end event on emu:%d; "
+                     "both must be recorded on the same device",
+                     devices[0], devices[1]);
   }
   *ms = std::chrono::duration<float, std::milli>(stamps[1] - stamps[0]).count();
   return emuSuccess;

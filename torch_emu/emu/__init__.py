@@ -150,11 +150,26 @@ def _get_device_index(device: Any, optional: bool = True) -> int:
     return device
 
 
-def _initialized_device_index(device: Any) -> int:
+def _initialized_device_index(device: Any, optional: bool = True) -> int:
     """Starts emu if needed and resolves ``device`` to an index (for the
-    memory, stream and random modules)."""
+    memory, stream, random and faults modules), checked against the device
+    count; -1 stays the current device of the stream functions, as in CUDA."""
     _lazy_init()
-    return _get_device_index(device)
+    index = _get_device_index(device, optional)
+    if index != -1:
+        _C._check_device_index(index)
+    return index
+
+
+def _whole_number_problem(name: str, value: Any, low: int, high: int = 2**63 - 1) -> "str | None":
+    """What is wrong with ``value`` as an int argument from ``low`` to ``high``
+    (bools are not numbers here), if anything: arguments that reach C++ as
+    fixed-size integers are checked with this first."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        bounds = {2**63 - 1: "2**63-1", -(2**63): "-2**63"}
+        return (f"{name} must be a whole number from {bounds.get(low, low)} to {bounds.get(high, high)}, "
+                f"got {value!r}")
+    return None
 
 
 def current_device() -> int:

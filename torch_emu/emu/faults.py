@@ -65,20 +65,24 @@ def inject(kind: str, *, after: int = 0, times: int | None = None, device=None, 
       at the stream's next synchronisation, an asynchronous error. The device
       stays usable. ``op`` counts only the kernels whose name contains it: a
       native kernel is named after its CPU code (``at::native::structured_mul_out``),
-      a fallback kernel after its operator (``aten::mul``).
+      a fallback kernel after its operator (``aten::mul``); a kernel captured
+      into a graph keeps its name, at capture and at every replay.
     - ``"copy"``: a copy to, from or between devices fails with
       ``torch.AcceleratorError`` (an uncorrectable memory error), copying nothing.
     - ``"device_lost"``: at a kernel launch the device is lost for good: that
       launch and every later call fail with ``torch.AcceleratorError``, in this
       process, until it exits (freeing memory still works).
+
+    ``after``, ``times`` and ``limit`` are whole numbers up to 2**63-1; a bad
+    argument raises ValueError naming it, before anything is armed.
     """
     problem = _problem(kind, after, times, limit, op)
     if problem:
         raise ValueError(f"torch.emu.faults.inject: {problem}")
-    from . import _get_device_index, _lazy_init
+    from . import _initialized_device_index, _lazy_init
 
     _lazy_init()
-    index = -1 if device is None else _get_device_index(device, optional=False)
+    index = -1 if device is None else _initialized_device_index(device, optional=False)
     return _arm(kind, after=after, times=times, device=index, limit=limit, op=op)
 
 
@@ -90,15 +94,19 @@ def remove_all() -> None:
 
 def _problem(kind: str, after: int, times: int | None, limit: int | None, op: str | None) -> str | None:
     """What is wrong with these arguments of inject(), if anything."""
+    from . import _whole_number_problem
+
     if kind not in KINDS:
         return f"unknown fault kind {kind!r}; expected one of {KINDS}"
-    if after < 0 or (times is not None and times < 0):
-        return "after and times must be >= 0"
-    if op is not None and (kind != "kernel" or not op):
-        return "op is a non-empty name, for kind 'kernel' only"
-    if limit is not None and (kind != "oom" or limit <= 0):
+    if op is not None and (kind != "kernel" or not isinstance(op, str) or not op):
+        return f"op is a non-empty name, for kind 'kernel' only; got op={op!r} for kind {kind!r}"
+    if limit is not None and kind != "oom":
         return "limit is a positive byte count, for kind 'oom' only"
-    return None
+    problem = _whole_number_problem("after", after, 0)
+    for name, value, low in (("times", times, 0), ("limit", limit, 1)):
+        if problem is None and value is not None:
+            problem = _whole_number_problem(name, value, low)
+    return problem
 
 
 def _arm(kind: str, *, after: int = 0, times: int | None = None, device: int = -1, limit: int | None = None,

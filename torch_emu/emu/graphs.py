@@ -87,7 +87,9 @@ Graph = EmuGraph
 class graph:
     """Captures the work of its body into ``emu_graph``, like ``torch.cuda.graph``:
     synchronises, empties the cache, makes ``stream`` (by default one side
-    stream shared by all captures) current and captures on it."""
+    stream shared by all captures) current and captures on it. Entered while
+    the current device, or the stream's, captures already, it raises
+    ``torch.AcceleratorError`` and leaves that capture untouched."""
 
     default_capture_stream: Optional[torch.Stream] = None
 
@@ -125,6 +127,10 @@ class graph:
         self.stream_ctx = torch.emu.stream(stream)
 
     def __enter__(self) -> None:
+        # A graph nested in another's capture fails here, before synchronize()
+        # would invalidate the capture in progress.
+        for device in {torch.emu.current_device(), self.capture_stream.device_index}:
+            _C._check_no_capture(device)
         torch.emu.synchronize()
         if torch.compiler.config.force_cudagraph_gc:  # as torch.cuda.graph
             gc.collect()

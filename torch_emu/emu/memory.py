@@ -16,7 +16,8 @@ from typing import Any
 import torch
 
 from .. import _C
-from . import _initialized_device_index, is_initialized  # defined before this module is imported
+# Defined before this module is imported.
+from . import _initialized_device_index, _whole_number_problem, is_initialized
 
 __all__ = [
     "memory_stats",
@@ -287,8 +288,9 @@ def caching_allocator_alloc(size: int, device: Any = None, stream: Any = None) -
     returns the address. Free it with :func:`caching_allocator_delete`."""
     from .streams import current_stream
 
-    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-        raise ValueError(f"caching_allocator_alloc: size must be a non-negative int, got {size!r}")
+    problem = _whole_number_problem("size", size, 0)
+    if problem:
+        raise ValueError(f"caching_allocator_alloc: {problem}")
     index = _initialized_device_index(device)
     if stream is None:
         stream = current_stream(index)
@@ -298,11 +300,21 @@ def caching_allocator_alloc(size: int, device: Any = None, stream: Any = None) -
         stream = stream.stream_id
     if isinstance(stream, bool) or not isinstance(stream, int):
         raise TypeError("Invalid type for stream argument, must be `torch.emu.Stream` or `int` (a stream id)")
+    problem = _whole_number_problem("stream", stream, -(2**63))
+    if problem:
+        raise ValueError(f"caching_allocator_alloc: {problem}")
     return _C._caching_allocator_raw_alloc(size, index, stream)
 
 
 def caching_allocator_delete(mem_ptr: int) -> None:
-    """Frees memory from :func:`caching_allocator_alloc`."""
+    """Frees memory from :func:`caching_allocator_alloc`. Like CUDA's, raises
+    RuntimeError for an address the allocator did not hand out (0 is a no-op)."""
+    if isinstance(mem_ptr, bool) or not isinstance(mem_ptr, int):
+        raise TypeError(f"caching_allocator_delete: mem_ptr must be an int (an address from "
+                        f"caching_allocator_alloc), got {mem_ptr!r}")
+    if not 0 <= mem_ptr < 2**64:  # no address: no block of the allocator's
+        raise RuntimeError(f"emu allocator: invalid device pointer {mem_ptr}: not allocated by torch.emu's "
+                           "allocator")
     _C._caching_allocator_raw_delete(mem_ptr)
 # LITERALINCLUDE END: PY_RAW_ALLOC
 
@@ -414,15 +426,15 @@ def _record_memory_history(enabled: "str | None" = "all", context: "str | None" 
     record_function annotations in the snapshot) are not recorded on emu."""
     if isinstance(enabled, bool):  # the legacy form: _record_memory_history(True, ...)
         enabled = "all" if enabled else None
-    if max_entries < 0:
-        raise ValueError(f"max_entries must be non-negative, got {max_entries}")
+    problem = _whole_number_problem("max_entries", max_entries, 0, sys.maxsize)
+    if problem:
+        raise ValueError(f"_record_memory_history: {problem}")
     if compile_context or global_record_annotations:
         raise NotImplementedError(
             "_record_memory_history on emu records no compile context or record_function annotations"
         )
     _initialized_device_index(device)
-    _C._record_memory_history(enabled, context, stacks, min(max_entries, sys.maxsize), clear_history,
-                              list(skip_actions or []))
+    _C._record_memory_history(enabled, context, stacks, max_entries, clear_history, list(skip_actions or []))
 
 
 def _snapshot(device: Any = None, augment_with_fx_traces: bool = False) -> dict[str, Any]:
@@ -447,4 +459,8 @@ def _dump_snapshot(filename: str = "dump_snapshot.pickle", augment_with_fx_trace
 def memory_snapshot(mempool_id: "tuple[int, int] | None" = None, include_traces: bool = True) -> list[dict[str, Any]]:
     """The segments of every device (or of the pool ``mempool_id``), as ``torch.cuda.memory_snapshot``."""
     _initialized_device_index(None)
-    return _C._memory_snapshot(tuple(mempool_id) if mempool_id is not None else (0, 0), include_traces)["segments"]
+    pool = (0, 0) if mempool_id is None else tuple(mempool_id)
+    if len(pool) != 2 or any(_whole_number_problem("mempool_id", part, 0, 2**64 - 1) for part in pool):
+        raise ValueError(f"memory_snapshot: mempool_id must be a pool id (MemPool.id), a pair of whole numbers "
+                         f"from 0 to 2**64-1, got {mempool_id!r}")
+    return _C._memory_snapshot(pool, include_traces)["segments"]

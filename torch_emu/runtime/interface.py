@@ -205,5 +205,6 @@ class Runtime(abc.ABC):
 
     @abc.abstractmethod
     def event_elapsed_time(self, start: int, end: int) -> float:
-        """emuEventElapsedTime: milliseconds between two completed, timed records."""
+        """emuEventElapsedTime: milliseconds between two completed, timed records on one device
+        (EmuError(INVALID_RESOURCE_HANDLE) for records on two devices)."""
 # LITERALINCLUDE END: RUNTIME_INTERFACE

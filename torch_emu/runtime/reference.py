@@ -358,7 +358,7 @@ class ReferenceRuntime(Runtime):
             record.done.wait()
 
     def event_elapsed_time(self, start: int, end: int) -> float:
-        stamps = []
+        records = []
         for which, handle in (("start", start), ("end", end)):
             event = self._event(handle)
             if not event.timing:
@@ -367,5 +367,10 @@ class ReferenceRuntime(Runtime):
                 raise EmuError(Error.NOT_READY, f"{which} event was never recorded")
             if not event.record.done.is_set():
                 raise EmuError(Error.NOT_READY, f"{which} event has not completed yet")
-            stamps.append(event.record.stamp)
-        return (stamps[1] - stamps[0]) / 1e6
+            records.append(event.record)
+        first, last = records
+        if first.stream.device != last.stream.device:  # as CUDA's cudaEventElapsedTime
+            raise EmuError(Error.INVALID_RESOURCE_HANDLE,
+                           f"the start event was recorded on emu:{first.stream.device} and the end event on "
+                           f"emu:{last.stream.device}; both must be recorded on the same device")
+        return (last.stamp - first.stamp) / 1e6
