@@ -4,28 +4,20 @@ bindings (csrc/python) in one optimised, parallel (ninja) extension."""
 
 import glob
 import os
-import platform
+import sys
 
 import torch
 from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from build_flags import OPTIMISED, STUB_CAPABILITIES, WARNINGS  # noqa: E402
 # Compile translation units in parallel on every core (ninja honours MAX_JOBS).
 os.environ.setdefault("MAX_JOBS", str(os.cpu_count() or 1))
 
 sources = sorted(
     os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "csrc", "**", "*.cpp"), recursive=True)
-)
-
-# DispatchStub.h's inline CPU-kernel lookup takes one argument per CPU
-# capability libtorch was built with; x86-64 wheels have AVX2 and AVX512 (see
-# csrc/aten/kernels/EmuCpuStubs.cpp). A mismatch fails at import with an
-# undefined DispatchStubImpl symbol, never silently.
-STUB_CAPABILITIES = (
-    ["-DHAVE_AVX512_CPU_DEFINITION", "-DHAVE_AVX2_CPU_DEFINITION"]
-    if platform.machine() in ("x86_64", "AMD64")
-    else []
 )
 
 # TORCH_EMU_SANITIZE=address builds the extension with AddressSanitizer and
@@ -56,8 +48,7 @@ setup(
             sources=sources,
             # kineto/: the headers of Kineto's plugin interface (csrc/profiler).
             include_dirs=[os.path.join(ROOT, "csrc"), os.path.join(os.path.dirname(torch.__file__), "include", "kineto")],
-            extra_compile_args=(["-O1"] + SANITIZER_FLAGS if SANITIZE else ["-O2", "-g0"])
-            + ["-Wno-unused-parameter", "-Wno-interference-size"] + STUB_CAPABILITIES,
+            extra_compile_args=(["-O1"] + SANITIZER_FLAGS if SANITIZE else OPTIMISED) + WARNINGS + STUB_CAPABILITIES,
             extra_link_args=["-Wl,--no-as-needed"] + SANITIZER_FLAGS,
         )
     ],

@@ -17,6 +17,8 @@ python -m pip install --quiet --upgrade pip
 python -m pip install --quiet torch==2.13.0 ninja setuptools wheel
 start=$(date +%s)
 python -m pip install --quiet --no-build-isolation -e ".[test]"
+# The operator registration examples: a package of their own, never loaded by the backend.
+python -m pip install --quiet --no-build-isolation --no-deps -e examples/registration
 echo "torch-emu built in $(( $(date +%s) - start )) s"
 
 if [ "${1:-}" != "--no-demo" ]; then

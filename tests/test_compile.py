@@ -280,6 +280,8 @@ def test_backend_named_emu(baseline_memory):
 
 
 def test_custom_op_scaled_gelu(baseline_memory):
+    import torch_emu_examples  # noqa: F401  (defines emu::scaled_gelu)
+
     def f(x):
         return torch.ops.emu.scaled_gelu(x * 2, 1.5).sum(dim=1)
 

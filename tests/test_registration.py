@@ -1,12 +1,17 @@
 """Every operator registration scenario (docs/guide/registration.md), in C++
-(csrc/aten/scenarios/) and in Python (torch_emu/ops/), checked against CPU."""
+(examples/registration/csrc/) and in Python (examples/registration/torch_emu_examples/),
+checked against CPU; and the backend without them."""
+
+import subprocess
+import sys
+import textwrap
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-import torch_emu.ops  # noqa: F401  (also imported by torch_emu)
-from torch_emu.ops import custom_ops, fallbacks, native_python, overrides
+import torch_emu_examples  # noqa: F401  (the examples load only when imported)
+from torch_emu_examples import custom_ops, fallbacks, native_python, overrides
 
 C = torch._C
 
@@ -310,3 +315,36 @@ def test_python_composite_override_is_scoped():
         ye.sum().backward()
         torch.testing.assert_close(xe.grad.cpu(), x.grad)
     assert not has_kernel("aten::relu6", "PrivateUse1")
+
+
+# --- Without the examples: the backend's own paths ---------------------------
+
+
+def test_the_backend_without_the_examples():
+    # A fresh interpreter that never imports torch_emu_examples: the ops the
+    # examples replace take emu's ordinary paths, the example ops do not exist.
+    code = textwrap.dedent("""
+        import sys
+        import torch, torch.nn.functional as F
+        import torch_emu.tools as tools
+        assert "torch_emu_examples" not in sys.modules
+        for namespace, name in [("emu", "scaled_gelu"), ("emu", "fused_linear_relu"), ("emu", "round_to_grid"),
+                                ("emu_py", "scaled_gelu")]:
+            try:
+                getattr(getattr(torch.ops, namespace), name)
+            except AttributeError:
+                continue
+            raise AssertionError(f"{namespace}::{name} exists without the examples")
+        x = torch.randn(4, 4)
+        with tools.fallback_report() as report:
+            on_emu = [F.hardswish(x.to("emu")), torch.full((3,), 2.0, device="emu"), torch.abs(x.to("emu")),
+                      torch.square(x.to("emu")), torch.histc(x.to("emu"), bins=4)]
+        on_cpu = [F.hardswish(x), torch.full((3,), 2.0), torch.abs(x), torch.square(x), torch.histc(x, bins=4)]
+        for a, b in zip(on_emu, on_cpu):
+            torch.testing.assert_close(a.cpu(), b)
+        # histc runs CPU's kernel on device memory (the global fallback), not the examples' copying fallback
+        assert "aten::histc" in {name for name, _, _ in report.records}
+        print("ok")
+    """)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]

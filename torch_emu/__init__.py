@@ -61,7 +61,6 @@ configure_from_environment()  # TORCH_EMU_FALLBACK_REPORT / TORCH_EMU_FALLBACK_E
 __version__ = "0.1.0"
 from .serialization import get_format_tag, set_format_tag  # noqa: E402,F401  (also makes deepcopy and safetensors emu-aware)
 from .storage import StorageDesc, storage_desc  # noqa: E402,F401
-from . import ops  # noqa: E402,F401
 from .compile import install as _install_compile  # noqa: E402
 
 _install_compile(_device_module)  # torch.compile / torch.export on emu, loaded on first use

@@ -11,6 +11,7 @@
 #include <ATen/native/BinaryOps.h>
 #include <ATen/native/Copy.h>
 #include <ATen/native/DispatchStub.h>
+#include <ATen/native/Fill.h>
 #include <ATen/native/IndexKernel.h>
 #include <ATen/native/Lerp.h>
 #include <ATen/native/PointwiseOps.h>
@@ -117,6 +118,7 @@ EMU_STUB_TO_CPU(shifted_chebyshev_polynomial_w_stub)
 EMU_STUB_TO_CPU(ldexp_stub)
 // Pointwise math with one operand, and the random fills (the generator
 // argument is already CPU's, see EmuKernel.h).
+EMU_STUB_TO_CPU(abs_stub)
 EMU_STUB_TO_CPU(angle_stub)
 EMU_STUB_TO_CPU(conj_physical_stub)
 EMU_STUB_TO_CPU(acos_stub)
@@ -272,6 +274,7 @@ EMU_STUB_TO_CPU(put_stub)
 EMU_STUB_TO_CPU(take_stub)
 EMU_STUB_TO_CPU(flip_stub)
 EMU_STUB_TO_CPU(masked_fill_stub)
+EMU_STUB_TO_CPU(fill_stub) // the registration examples replace it with theirs when loaded
 EMU_STUB_TO_CPU(masked_select_serial_stub)
 EMU_STUB_TO_CPU(masked_select_stub)
 EMU_STUB_TO_CPU(masked_scatter_stub)

@@ -1,6 +1,6 @@
 // Scenario 3: a custom operator in a new namespace, emu::, with a forward, a
 // backward, autograd and a Meta kernel (so torch.compile and FakeTensor can
-// trace it), written in C++. Its Python twin is torch_emu/ops/custom_ops.py,
+// trace it), written in C++. Its Python twin is torch_emu_examples/custom_ops.py,
 // which also shows how Python adds more operators to this same namespace.
 //
 //   emu::scaled_gelu(x, scale)                   = scale * gelu(x)

@@ -1,7 +1,7 @@
 """Scenario 3 in Python: custom operators.
 
 * ``emu_py::scaled_gelu``: the twin of the C++ ``emu::scaled_gelu``
-  (csrc/aten/scenarios/CustomOps.cpp), defined with ``torch.library.custom_op``
+  (csrc/CustomOps.cpp beside this package), defined with ``torch.library.custom_op``
   with a fake (meta) kernel and autograd, so it works under ``torch.compile``.
 * ``emu::clamped_scaled_gelu``: an operator added from Python to the ``emu``
   namespace that C++ created.
