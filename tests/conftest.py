@@ -29,6 +29,22 @@ def run_python(code: str, **env) -> subprocess.CompletedProcess:
     )
 
 
+def first_use_errors(**env) -> list[str]:
+    """The device's first use, twice, in a fresh interpreter with ``env``: each
+    time the initialisation error's type and message (a bad setting must fail
+    every use alike)."""
+    result = run_python("""
+        import torch
+        for _ in range(2):
+            try:
+                torch.ones(1, device="emu")
+            except RuntimeError as e:
+                print(type(e).__name__, str(e).split("initialisation failed: ")[1])
+    """, **env)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()
+
+
 def pytest_collection_finish(session):
     """Freezes the objects alive after collection (PyTorch's OpInfo, ModuleInfo
     and OptimizerInfo databases are ~250k objects) out of the garbage

@@ -7,7 +7,7 @@ bounds are asserted: the model guarantees them, the machine can only add."""
 import json
 
 import pytest
-from conftest import run_python
+from conftest import first_use_errors, run_python
 
 MIB = 2**20
 
@@ -100,16 +100,7 @@ def test_a_bad_profile_is_a_clear_error_at_start(profile, message):
     ("launch=5", "launch", "5", "5us"),
 ])
 def test_a_rate_or_duration_without_its_unit_fails_every_use(profile, key, value, example):
-    result = run_python("""
-        import torch
-        for _ in range(2):
-            try:
-                torch.ones(1, device="emu")
-            except RuntimeError as e:
-                print(type(e).__name__, str(e).split("initialisation failed: ")[1])
-    """, TORCH_EMU_PROFILE=profile)
-    assert result.returncode == 0, result.stderr
-    first, second = result.stdout.splitlines()
+    first, second = first_use_errors(TORCH_EMU_PROFILE=profile)
     assert first == second
     error, message = first.split(" ", 1)
     assert error == "AcceleratorError"
