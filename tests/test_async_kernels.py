@@ -305,7 +305,7 @@ def test_a_bad_launch_flag_fails_every_launch_naming_it(variable):
         x = torch.empty(2, device="emu")  # no kernel yet
         for _ in range(2):
             try:
-                x.fill_(1)
+                x.add_(1)  # a native kernel: launches read the launch mode
             except RuntimeError as e:
                 print(type(e).__name__, e)
     """, **{"TORCH_EMU_LAUNCH_BLOCKING": "", "TORCH_EMU_LAUNCH_QUEUED": "", variable: "maybe"})
