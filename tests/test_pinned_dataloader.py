@@ -166,6 +166,7 @@ def test_pinned_source_not_reused_before_async_copy_ran(gate, baseline_memory):
     src = torch.full((N,), 3.0).pin_memory()
     ptr = src.data_ptr()
     dst = torch.zeros(N, device="emu")
+    torch.emu.current_stream().synchronize()  # b does not wait for the zeros
     b = torch.emu.Stream()
     g = gate()
     g.block(b)
@@ -186,6 +187,7 @@ def test_pinned_source_not_reused_before_async_copy_ran(gate, baseline_memory):
 
 def test_pinned_destination_not_reused_before_async_copy_ran(gate, baseline_memory):
     src = torch.full((N,), 5.0, device="emu")
+    torch.emu.current_stream().synchronize()  # b does not wait for the fill
     dst = torch.zeros(N).pin_memory()
     ptr = dst.data_ptr()
     b = torch.emu.Stream()
@@ -207,6 +209,9 @@ def test_pageable_copies_complete_when_the_call_returns(gate, baseline_memory):
     g.block(b)
     src = torch.full((N,), 2.0)  # pageable
     dst = torch.zeros(N, device="emu")
+    # The zeros are queued on the current stream, which b does not wait for (as
+    # on CUDA): without this the copy could land before them.
+    torch.emu.current_stream().synchronize()
     seen = {}
 
     def copy_on_b():

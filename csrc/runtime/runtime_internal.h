@@ -299,7 +299,7 @@ struct GraphNode {
   size_t bytes = 0;
   emuMemcpyKind copy_kind = emuMemcpyDeviceToDevice;
   emuEvent_t event = nullptr;  // a reference is held by the graph
-  std::string launch_name;     // kKernel: launch_name() when captured ("": none)
+  std::string launch_name{};   // kKernel: launch_name() when captured ("": none)
 };
 
 // Called by streams.cpp for work submitted to `stream` from outside work

@@ -11,7 +11,6 @@
 #include <ATen/native/BinaryOps.h>
 #include <ATen/native/Copy.h>
 #include <ATen/native/DispatchStub.h>
-#include <ATen/native/Fill.h>
 #include <ATen/native/IndexKernel.h>
 #include <ATen/native/Lerp.h>
 #include <ATen/native/PointwiseOps.h>
@@ -274,7 +273,6 @@ EMU_STUB_TO_CPU(put_stub)
 EMU_STUB_TO_CPU(take_stub)
 EMU_STUB_TO_CPU(flip_stub)
 EMU_STUB_TO_CPU(masked_fill_stub)
-EMU_STUB_TO_CPU(fill_stub) // the registration examples replace it with theirs when loaded
 EMU_STUB_TO_CPU(masked_select_serial_stub)
 EMU_STUB_TO_CPU(masked_select_stub)
 EMU_STUB_TO_CPU(masked_scatter_stub)

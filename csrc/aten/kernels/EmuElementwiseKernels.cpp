@@ -9,7 +9,9 @@
 #include <ATen/ops/clamp_native.h>
 #include <ATen/ops/div_native.h>
 #include <ATen/ops/eq_native.h>
+#include <ATen/ops/abs_native.h>
 #include <ATen/ops/exp_native.h>
+#include <ATen/ops/fill_native.h>
 #include <ATen/ops/ge_native.h>
 #include <ATen/ops/gelu_backward_native.h>
 #include <ATen/ops/gelu_native.h>
@@ -39,6 +41,8 @@
 #include <ATen/ops/where_native.h>
 #include <ATen/ops/zero_native.h>
 #include <ATen/ScalarOps.h>
+#include <ATen/TensorIterator.h>
+#include <ATen/native/Fill.h>
 #include <torch/library.h>
 
 #include <cstring>
@@ -85,6 +89,33 @@ at::Tensor& zero_(at::Tensor& self) {
       "zero_");
   return self;
 }
+
+// fill_ (torch.ones, full, new_ones...) is at::native::fill_, device-generic:
+// it builds an iterator over the output on the host and calls fill_stub with
+// the device's type. Emu's slot queues CPU's fill of that output; the closure
+// that owns the output rebuilds the iterator (for the queue and graph replay).
+// The registration examples replace the slot with a loop of their own.
+void fill_output(const at::Tensor& out, const at::Scalar& value) {
+  auto iter = at::TensorIteratorConfig()
+                  .set_check_mem_overlap(false)
+                  .check_all_same_dtype(false)
+                  .add_output(out)
+                  .resize_outputs(false)
+                  .build();
+  at::native::fill_stub(c10::DeviceType::CPU, iter, value);
+}
+
+} // namespace
+
+void fill_queued(at::TensorIterator& iter, const c10::Scalar& value) {
+  const at::Tensor& out = iter.tensor(0);
+  kernel::queue_on(
+      kernel::common_device(out), [&] { at::native::fill_stub(c10::DeviceType::CPU, iter, value); },
+      [&]() -> std::function<void()> { return [out = kernel::keep(out), value] { fill_output(out, value); }; },
+      "fill_");
+}
+
+namespace {
 
 // LITERALINCLUDE START: ELEMENTWISE_REGISTER
 // Registers the functional and in-place forms of a structured op.
@@ -148,6 +179,8 @@ void register_elementwise_kernels(torch::Library& m) {
   m.impl("relu", TORCH_FN(relu));
   m.impl("relu_", TORCH_FN(relu_));
   m.impl("zero_", TORCH_FN(torch_emu::zero_));
+  m.impl("fill_.Scalar", TORCH_FN(static_cast<at::Tensor& (*)(at::Tensor&, const at::Scalar&)>(at::native::fill_)));
+  m.impl("abs.out", TORCH_FN(at::native::abs_out));  // abs_stub: EmuCpuStubs.cpp
   // where() runs its iterator itself, so it runs as a kernel of its own.
   m.impl("where.self", TORCH_FN(OnDevice<static_cast<at::Tensor (*)(const at::Tensor&, const at::Tensor&,
                                                                     const at::Tensor&)>(where)>::call));
@@ -156,3 +189,8 @@ void register_elementwise_kernels(torch::Library& m) {
 // LITERALINCLUDE END: ELEMENTWISE_REGISTER
 
 } // namespace torch_emu
+
+// The macro names the stub unqualified, so it is used in the stubs' namespace.
+namespace at::native {
+REGISTER_PRIVATEUSE1_DISPATCH(fill_stub, &torch_emu::fill_queued)
+} // namespace at::native

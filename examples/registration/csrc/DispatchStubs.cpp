@@ -7,19 +7,19 @@
 //
 // A stub is only reached with a PrivateUse1 iterator when the device-generic
 // ATen function itself runs on emu tensors. The global fallback never does
-// that: it runs CPU kernels on CPU aliases, whose iterators say CPU. So this
-// file also registers the generic functions at::native::fill_ and
-// at::native::abs_out as the emu kernels of aten::fill_.Scalar and
-// aten::abs.out; they build an emu TensorIterator and call the stubs below.
+// that: it runs CPU kernels on CPU aliases, whose iterators say CPU. Emu
+// registers the generic functions at::native::fill_ and at::native::abs_out
+// as its kernels of aten::fill_.Scalar and aten::abs.out
+// (csrc/aten/kernels/EmuElementwiseKernels.cpp): they build an emu
+// TensorIterator and call the stubs, whose PrivateUse1 slots emu fills with
+// CPU's kernels. This file fills those slots with kernels of its own instead
+// (a later registration of a slot replaces the earlier one).
 #include <ATen/Dispatch_v2.h>
 #include <ATen/OpMathType.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/native/DispatchStub.h>
 #include <ATen/native/Fill.h>
 #include <ATen/native/UnaryOps.h>
-#include <ATen/ops/abs_native.h>
-#include <ATen/ops/fill_native.h>
-#include <torch/library.h>
 
 #include <algorithm>
 #include <functional>
@@ -134,14 +134,4 @@ namespace at::native {
 REGISTER_PRIVATEUSE1_DISPATCH(fill_stub, &torch_emu::emu_fill_kernel)
 REGISTER_PRIVATEUSE1_DISPATCH(abs_stub, &torch_emu::emu_abs_kernel)
 } // namespace at::native
-
-namespace torch_emu {
-
-// The device-generic ATen functions that call those stubs, as emu kernels.
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("fill_.Scalar", TORCH_FN(static_cast<at::Tensor& (*)(at::Tensor&, const at::Scalar&)>(at::native::fill_)));
-  m.impl("abs.out", TORCH_FN(at::native::abs_out));
-}
 // LITERALINCLUDE END: STUB_REGISTER
-
-} // namespace torch_emu
