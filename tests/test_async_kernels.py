@@ -243,6 +243,9 @@ def test_scratch_allocated_on_a_kernels_openmp_threads_keeps_stream_order(baseli
 def test_sleep_rejects_negative_cycles():
     with pytest.raises(RuntimeError, match="non-negative"):
         torch.emu._sleep(-1)
+    for cycles in (2**70, 1.5, "10"):  # named, not pybind's dump of its signatures
+        with pytest.raises(ValueError, match=r"torch.emu._sleep: cycles must be a whole number .* got"):
+            torch.emu._sleep(cycles)
 
 
 STRICT_SCRIPT = """

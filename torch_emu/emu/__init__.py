@@ -225,8 +225,11 @@ def _sleep(cycles: int) -> None:
     ``clock_rate`` property in kHz, 1 GHz if it is 0) and returns at once, as
     ``torch.cuda._sleep``: a slow kernel on purpose, for tests of stream
     order."""
+    problem = _whole_number_problem("cycles", cycles, -(2**63))  # C++ refuses negatives
+    if problem:
+        raise ValueError(f"torch.emu._sleep: {problem}")
     _lazy_init()
-    _C._sleep(int(cycles))
+    _C._sleep(cycles)
 
 
 @dataclass(frozen=True)
