@@ -197,3 +197,25 @@ def test_many_threads_submit_concurrently():
     for t in threads:
         t.join(timeout=60)
     assert not errors and not any(t.is_alive() for t in threads)
+
+
+def test_a_completed_event_and_its_stream_agree():
+    # The event completes as its stream finishes the record, under the
+    # stream's lock: after synchronizing on either, both report done (the
+    # record used to complete first, and s.query() was False a quarter of
+    # the time right after e.synchronize()).
+    x = torch.randn(64, 64, device="emu")
+    for _ in range(200):
+        s = torch.emu.Stream()
+        with torch.emu.stream(s):
+            y = x @ x
+            e = torch.emu.Event()
+            e.record()
+        e.synchronize()
+        assert e.query() and s.query()
+        with torch.emu.stream(s):
+            y = y @ x
+            e.record()
+        s.synchronize()
+        assert e.query()
+    del x, y

@@ -338,8 +338,7 @@ int run_work(emuStream* s, const Work& w) {
       return rc;
     }
     case WorkKind::kEventRecord:
-      complete_record(w.event, w.version);
-      return 0;
+      return 0;  // completed with the item itself (finish_locked), or by a running item's submit
     case WorkKind::kEventWait:
       wait_for_version(w.event, w.version);
       return 0;
@@ -347,10 +346,14 @@ int run_work(emuStream* s, const Work& w) {
   return 0;
 }
 
-// Marks item `seq` finished. Called with s->mu held.
-void finish_locked(emuStream* s, uint64_t seq) {
+// Marks item `w` finished. Called with s->mu held. An event record completes
+// here, under the stream's lock, as the stream counts it done: who sees the
+// event complete and then queries the stream (which takes the lock) finds the
+// stream done too, as after cudaEventSynchronize, and the other way round.
+void finish_locked(emuStream* s, const Work& w) {
+  if (w.kind == WorkKind::kEventRecord) complete_record(w.event, w.version);
   s->running = false;
-  s->completed = seq;
+  s->completed = w.seq;
   if (!s->queue.empty() && s->helpers == 0) s->work_cv.notify_one();
   s->done_cv.notify_all();
 }
@@ -368,13 +371,17 @@ void run_front_locked(emuStream* s, std::unique_lock<std::mutex>& lock) {
   } catch (...) {
     rc = -1;  // nobody to throw to: report it as a failure, as the worker does
   }
-  if (w.event != nullptr) release(w.event);
   lock.lock();
   if (rc != 0) {
     s->failed_rc = rc;
     s->failed_message = std::move(t_kernel_message);
   }
-  finish_locked(s, w.seq);
+  finish_locked(s, w);
+  if (w.event != nullptr) {
+    lock.unlock();
+    release(w.event);
+    lock.lock();
+  }
 }
 
 void apply_priority(int priority) {
@@ -429,6 +436,7 @@ emuError_t submit(const char* call, emuStream* s, Work w, bool allow_inline, Sub
       out->seq = running->seq;
       out->ran_inline = true;
       out->rc = run_work(s, w);
+      if (w.kind == WorkKind::kEventRecord) complete_record(w.event, w.version);
       return emuSuccess;
     }
   }
@@ -440,12 +448,12 @@ emuError_t submit(const char* call, emuStream* s, Work w, bool allow_inline, Sub
     // Restore the stream even if a host function throws through us.
     struct Finish {
       emuStream* s;
-      uint64_t seq;
+      const Work& w;
       ~Finish() {
         std::lock_guard<std::mutex> relock(s->mu);
-        finish_locked(s, seq);
+        finish_locked(s, w);
       }
-    } finish{s, w.seq};
+    } finish{s, w};
     out->seq = w.seq;
     out->ran_inline = true;
     out->rc = run_work(s, w);
