@@ -420,3 +420,41 @@ def test_low_precision_sum_of_a_strided_input_rounds_like_cpu(dtype):
     for expand in (lambda t: t.unsqueeze(1).expand(-1, 5, -1), lambda t: t.t().unsqueeze(0).expand(7, -1, -1)):
         for dims in ([], [0, 1, 2], [0, 2]):
             torch.testing.assert_close(expand(base.to("emu")).sum(dims).cpu(), expand(base).sum(dims), rtol=0, atol=0)
+
+
+@pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
+def test_pow_in_complex_half_as_cuda(baseline_memory):
+    # CUDA has pow in ComplexHalf, computed in complex64 and rounded; CPU's kernels have none.
+    torch.manual_seed(0)
+    h = torch.randn(6, 5, dtype=torch.half)
+    c = torch.randn(6, 5, dtype=torch.cfloat).to(torch.chalf)
+
+    def expected(base, exponent):
+        widen = lambda x: x.to(torch.cfloat) if isinstance(x, torch.Tensor) else x
+        return torch.pow(widen(base), widen(exponent)).to(torch.chalf)
+
+    emu = lambda x: x.to("emu") if isinstance(x, torch.Tensor) else x
+    for base, exponent in [(0.5j, h), (1 + 0j, h), (2.2 - 1.6j, h.t()), (h, 1j), (c, 2), (c, 0.5 + 1j), (c, c),
+                           (c, h), (h, c[0]), (torch.tensor(1.5j), h), (c, torch.tensor(2.0))]:
+        got = torch.pow(emu(base), emu(exponent))
+        assert got.dtype == torch.chalf and got.device.type == "emu"
+        torch.testing.assert_close(got.cpu(), expected(base, exponent), equal_nan=True)
+        out = torch.empty(0, dtype=torch.cfloat, device="emu")  # out= in a wider dtype: rounded first
+        torch.pow(emu(base), emu(exponent), out=out)
+        torch.testing.assert_close(out.cpu(), expected(base, exponent).to(torch.cfloat), equal_nan=True)
+    in_place = c.to("emu")
+    in_place.pow_(2).pow_(c.to("emu"))
+    torch.testing.assert_close(in_place.cpu(), expected(expected(c, 2), c), equal_nan=True)
+    # What CUDA refuses at the call, with CPU's words.
+    with pytest.raises(RuntimeError, match="result type ComplexHalf can't be cast to the desired output type Half"):
+        h.to("emu").pow_(1j)
+    with pytest.raises(RuntimeError, match="result type ComplexHalf can't be cast to the desired output type Half"):
+        torch.pow(0.5j, h.to("emu"), out=torch.empty(0, dtype=torch.half, device="emu"))
+    with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+        c[0].to("emu").pow_(c.to("emu"))
+    with pytest.raises(RuntimeError, match="unsupported operation"):
+        e = c.to("emu")
+        torch.pow(e[1:], 2, out=e[:-1])
+    with pytest.raises(RuntimeError, match="Expected out tensor to have device"):
+        torch.pow(c.to("emu"), 2, out=torch.empty(0, dtype=torch.chalf))
+    torch.emu.synchronize()

@@ -10,6 +10,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <array>
 #include <tuple>
 
 #include "aten/EmuFallback.h"
@@ -54,14 +55,33 @@ std::tuple<Tensor, Tensor, Tensor> lu_factor_without_pivoting(const Tensor& A) {
 }
 // LITERALINCLUDE END: LU_WITHOUT_PIVOTING
 
-// Out= forms check their outputs as structured ops do, then take the result.
-void copy_to_out(const Tensor& result, const Tensor& out) {
-  TORCH_CHECK(out.device() == result.device(), "Expected out tensor to have device ", result.device(),
-              ", but got ", out.device(), " instead");
-  TORCH_CHECK(out.scalar_type() == result.scalar_type(), "Expected out tensor to have dtype ", result.scalar_type(),
-              ", but got ", out.scalar_type(), " instead");
-  at::native::resize_output(out, result.sizes());
-  out.copy_(result);
+// An out= form checks its outputs (the stack's arguments from `first` on) as
+// structured ops do, then takes the results and returns them.
+std::array<Tensor, 3> into_outs(const std::array<Tensor, 3>& results, const torch::jit::Stack& stack,
+                                size_t arguments, size_t first) {
+  std::array<Tensor, 3> outs;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const Tensor& result = results[i];
+    outs[i] = torch::jit::peek(stack, first + i, arguments).toTensor();
+    TORCH_CHECK(outs[i].device() == result.device(), "Expected out tensor to have device ", result.device(),
+                ", but got ", outs[i].device(), " instead");
+    TORCH_CHECK(outs[i].scalar_type() == result.scalar_type(), "Expected out tensor to have dtype ",
+                result.scalar_type(), ", but got ", outs[i].scalar_type(), " instead");
+    at::native::resize_output(outs[i], result.sizes());
+    outs[i].copy_(result);
+  }
+  return outs;
+}
+
+// Replaces the op's arguments on the stack by its results, in the out=
+// tensors for an out= form.
+void push_results(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t arguments, size_t first_out,
+                  std::array<Tensor, 3> results) {
+  if (op.schema().overload_name() == "out") {
+    results = into_outs(results, *stack, arguments, first_out);
+  }
+  torch::jit::drop(*stack, arguments);
+  torch::jit::push(*stack, results[0], results[1], results[2]);
 }
 
 // Arguments on the stack: A, pivot, then check_errors for lu_factor_ex, then
@@ -83,16 +103,7 @@ void lu_factor_ex(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch
   if (check_errors) {
     at::_linalg_check_errors(info, "torch.linalg.lu_factor_ex", A.dim() == 2);
   }
-  if (op.schema().overload_name() == "out") {
-    copy_to_out(LU, torch::jit::peek(*stack, 3, arguments).toTensor());
-    copy_to_out(pivots, torch::jit::peek(*stack, 4, arguments).toTensor());
-    copy_to_out(info, torch::jit::peek(*stack, 5, arguments).toTensor());
-    std::tie(LU, pivots, info) = std::make_tuple(torch::jit::peek(*stack, 3, arguments).toTensor(),
-                                                 torch::jit::peek(*stack, 4, arguments).toTensor(),
-                                                 torch::jit::peek(*stack, 5, arguments).toTensor());
-  }
-  torch::jit::drop(*stack, arguments);
-  torch::jit::push(*stack, LU, pivots, info);
+  push_results(op, stack, arguments, /*first_out=*/3, {LU, pivots, info});
 }
 
 // aten::linalg_lu(A, *, pivot) and its out= form: P is empty without pivoting.
@@ -104,17 +115,7 @@ void lu(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Sta
   const Tensor A = torch::jit::peek(*stack, 0, arguments).toTensor();
   auto [LU, pivots, info] = lu_factor_without_pivoting(A);
   auto [P, L, U] = at::lu_unpack(LU, pivots, /*unpack_data=*/true, /*unpack_pivots=*/false);
-  P = at::empty({0}, A.options());
-  if (op.schema().overload_name() == "out") {
-    Tensor outs[3] = {torch::jit::peek(*stack, 2, arguments).toTensor(), torch::jit::peek(*stack, 3, arguments).toTensor(),
-                      torch::jit::peek(*stack, 4, arguments).toTensor()};
-    copy_to_out(P, outs[0]);
-    copy_to_out(L, outs[1]);
-    copy_to_out(U, outs[2]);
-    std::tie(P, L, U) = std::make_tuple(outs[0], outs[1], outs[2]);
-  }
-  torch::jit::drop(*stack, arguments);
-  torch::jit::push(*stack, P, L, U);
+  push_results(op, stack, arguments, /*first_out=*/2, {at::empty({0}, A.options()), L, U});
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {

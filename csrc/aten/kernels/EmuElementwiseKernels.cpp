@@ -25,7 +25,6 @@
 #include <ATen/ops/mul_native.h>
 #include <ATen/ops/ne_native.h>
 #include <ATen/ops/neg_native.h>
-#include <ATen/ops/pow_native.h>
 #include <ATen/ops/reciprocal_native.h>
 #include <ATen/ops/relu_native.h>
 #include <ATen/ops/rsqrt_native.h>
@@ -135,10 +134,6 @@ void register_elementwise_kernels(torch::Library& m) {
   EMU_SCALAR_OVERLOAD(m, "mul", structured_mul_out);
   EMU_STRUCTURED(m, "div", ".Tensor", structured_div_out);
   EMU_STRUCTURED(m, "div", ".Tensor_mode", structured_div_out_mode);
-  m.impl("pow.Tensor_Scalar", TORCH_FN(Structured<structured_pow_Tensor_Scalar_out>::functional));
-  m.impl("pow_.Scalar", TORCH_FN(Structured<structured_pow_Tensor_Scalar_out>::inplace));
-  m.impl("pow.Tensor_Tensor", TORCH_FN(Structured<structured_pow_Tensor_Tensor_out>::functional));
-  m.impl("pow_.Tensor", TORCH_FN(Structured<structured_pow_Tensor_Tensor_out>::inplace));
   m.impl("maximum", TORCH_FN(Structured<structured_maximum_out>::functional));
   m.impl("minimum", TORCH_FN(Structured<structured_minimum_out>::functional));
   EMU_STRUCTURED(m, "addcmul", "", structured_addcmul_out);

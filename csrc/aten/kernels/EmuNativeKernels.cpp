@@ -12,6 +12,7 @@ void register_foreach_kernels(torch::Library& m);
 void register_indexing_kernels(torch::Library& m);
 void register_matmul_kernels(torch::Library& m);
 void register_nn_kernels(torch::Library& m);
+void register_pow_kernels(torch::Library& m);
 void register_random_kernels(torch::Library& m);
 void register_reduction_kernels(torch::Library& m);
 
@@ -30,6 +31,7 @@ bool register_native_kernels() {
   register_indexing_kernels(m);
   register_matmul_kernels(m);
   register_nn_kernels(m);
+  register_pow_kernels(m);
   register_random_kernels(m);
   register_reduction_kernels(m);
   return true;
