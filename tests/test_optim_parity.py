@@ -12,8 +12,10 @@ lists the PrivateUse1 backend), so the ``capturable`` configurations PyTorch
 tests on GPUs run too; CPU, which cannot capture, is then the reference
 without ``capturable``.
 
-The default run is float32 with every configuration.  ``TORCH_EMU_OPTIM_FULL=1``
-adds float64 and more steps.  The comparisons are torch_emu/conformance/checks/_parity.py,
+The default run is float32 with every configuration, each in one implementation,
+taken in turn (forloop, foreach, fused, forloop...: every implementation of every
+optimizer runs).  ``TORCH_EMU_OPTIM_FULL=1`` runs each configuration in every
+implementation, adds float64 and more steps.  The comparisons are torch_emu/conformance/checks/_parity.py,
 which the conformance suite's ``optim_parity`` tier runs too.  Known mismatches live in
 ``parity_known_failures.OPTIM_FAILURES``.
 """
@@ -36,8 +38,9 @@ STEPS = 5 if FULL else 3
 
 def _params():
     for info in _parity.optim_db():
-        for config in _parity.optim_configs(info, "emu"):
-            for impl in _parity.optim_impls(info):
+        impls = _parity.optim_impls(info)
+        for i, config in enumerate(_parity.optim_configs(info, "emu")):
+            for impl in impls if FULL else [impls[i % len(impls)]]:
                 for dtype in DTYPES:
                     tid = f"{info.name}-{config.desc}-{impl}-{str(dtype).split('.')[-1]}"
                     marks = marks_for(OPTIM_FAILURES, tid, info.name)
