@@ -5,4 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --no-demo
 . .venv/bin/activate
-python -m pytest "$@"
+# One pytest worker per core (pytest-xdist), each taking whole files, so that a file's module
+# fixtures run once: 5.5 minutes instead of 8.7 on two cores. TORCH_EMU_TEST_WORKERS=0 runs in
+# this process (for -s, --pdb).
+python -m pytest -n "${TORCH_EMU_TEST_WORKERS:-auto}" --dist loadfile "$@"

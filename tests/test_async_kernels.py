@@ -16,8 +16,11 @@ from conftest import native_runtime_only, run_python
 
 import torch_emu
 
-pytestmark = pytest.mark.skipif(torch_emu._C._launch_mode() == "blocking",
-                                reason="TORCH_EMU_LAUNCH_BLOCKING=1: kernels run synchronously")
+pytestmark = [
+    pytest.mark.skipif(torch_emu._C._launch_mode() == "blocking",
+                       reason="TORCH_EMU_LAUNCH_BLOCKING=1: kernels run synchronously"),
+    pytest.mark.launch_mode,
+]
 
 N = 1 << 16
 

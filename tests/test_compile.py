@@ -75,6 +75,7 @@ def test_registration_is_lazy_and_automatic():
     ]
 
 
+@pytest.mark.launch_mode
 def test_device_interface_delegates_to_torch_emu():
     from torch._dynamo.device_interface import get_interface_for_device
 
@@ -298,6 +299,7 @@ def test_custom_op_scaled_gelu(baseline_memory):
 # --- device work: streams, strict mode, errors --------------------------------
 
 
+@pytest.mark.launch_mode
 def test_compiled_kernels_run_on_the_current_stream(baseline_memory):
     f = torch.compile(lambda x: x * 2 + 1)  # one generated kernel
     f(torch.zeros(4, device="emu"))  # compile before the timed part

@@ -121,6 +121,7 @@ def test_failures_crashes_and_hangs_are_reported(tmp_path):
     assert "arithmetic is off" in r.stdout and "timed out after 8 s" in r.stdout and "FAILED: 0/2 tiers" in r.stdout
 
 
+@pytest.mark.launch_mode
 def test_list_and_bad_tier(tmp_path):
     r = conformance("--list")
     assert r.returncode == 0 and "operators:" in r.stdout and "docs/guide/streams_events.md" in r.stdout

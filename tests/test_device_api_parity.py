@@ -136,6 +136,7 @@ def test_deferred_call_error_names_where_the_call_was_made():
 # ---- external streams -------------------------------------------------------------
 
 
+@pytest.mark.launch_mode
 def test_external_stream_runs_work_on_the_runtime_stream(baseline_memory):
     handle = create_raw_stream(1)
     try:
@@ -161,6 +162,7 @@ def test_external_stream_runs_work_on_the_runtime_stream(baseline_memory):
         runtime.emuStreamDestroy(handle)
 
 
+@pytest.mark.launch_mode
 def test_external_stream_over_a_pool_stream_and_get_stream_from_external(baseline_memory):
     s = torch.emu.Stream(0)
     same = torch.emu.get_stream_from_external(s.native_handle)
@@ -172,6 +174,7 @@ def test_external_stream_over_a_pool_stream_and_get_stream_from_external(baselin
     assert torch.equal(z.cpu(), torch.full((8,), 3.0))
 
 
+@pytest.mark.launch_mode
 def test_external_stream_bad_handles():
     handle = create_raw_stream(1)
     try:
@@ -191,6 +194,7 @@ def test_external_stream_bad_handles():
         torch.emu.ExternalStream(handle, device="cpu")
 
 
+@pytest.mark.launch_mode
 def test_external_stream_destroyed_while_wrapped_fails_clearly():
     handle = create_raw_stream(0)
     ext = torch.emu.ExternalStream(handle)
@@ -207,6 +211,7 @@ def _idle_for_a_period():
     time.sleep(torch_emu._C._utilization_period_ms() / 1000 + 0.1)
 
 
+@pytest.mark.launch_mode
 @native_runtime_only
 def test_utilization_and_memory_usage_measure_kernels(baseline_memory):
     _idle_for_a_period()
@@ -216,7 +221,8 @@ def test_utilization_and_memory_usage_measure_kernels(baseline_memory):
     end = time.monotonic() + 0.3  # keep the device busy for a while
     while time.monotonic() < end:
         x = torch.tanh(x @ x)
-    torch.emu.synchronize(0)
+        # Waited for each time: queued unchecked, 0.3 s of launches took 80 s to run on a busy machine.
+        torch.emu.synchronize(0)
     kernel, memory = torch.emu.utilization(0), torch.emu.memory_usage(0)
     assert 0 < kernel <= memory <= 100  # a kernel reads and writes device memory too
     assert torch.emu.utilization("emu:1") == 0  # per device
@@ -227,6 +233,7 @@ def test_utilization_and_memory_usage_measure_kernels(baseline_memory):
     del x
 
 
+@pytest.mark.launch_mode
 @native_runtime_only
 def test_memory_usage_counts_copies_without_kernels(baseline_memory):
     _idle_for_a_period()
@@ -313,6 +320,7 @@ def test_dtype_support_flags():
     torch.testing.assert_close((x.half().to("emu") @ x.half().to("emu")).cpu(), x.half() @ x.half())
 
 
+@pytest.mark.launch_mode
 def test_event_external_flag(baseline_memory):
     e = torch.emu.Event(enable_timing=True, external=True)
     start = torch.emu.Event(enable_timing=True)
@@ -393,6 +401,7 @@ def test_comm_reduce_add_coalesced(baseline_memory):
     del emu, sums, s
 
 
+@pytest.mark.launch_mode
 @pytest.mark.parametrize("dim", [0, 1])
 def test_comm_scatter_and_gather(baseline_memory, dim):
     src = torch.randn(6, 6)
@@ -418,6 +427,7 @@ def test_comm_scatter_and_gather(baseline_memory, dim):
     del parts, uneven, gathered, out, into
 
 
+@pytest.mark.launch_mode
 def test_comm_scatter_gather_bad_inputs():
     src = torch.randn(4, 2)
     with pytest.raises(RuntimeError, match=r"chunk_sizes \[1, 2\] must have one size per device \(2\) summing to"):

@@ -46,6 +46,7 @@ def test_collectives_match_gloo_tcp_init():
     assert_ok(launch("collectives_tcp"))
 
 
+@pytest.mark.launch_mode
 def test_async_work_orders_with_streams():
     assert_ok(launch("async_streams"))
 

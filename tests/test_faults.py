@@ -11,6 +11,8 @@ from conftest import run_python
 
 import torch_emu
 
+pytestmark = pytest.mark.launch_mode
+
 faults = torch.emu.faults
 
 

@@ -59,6 +59,7 @@ def test_bad_device_inputs():
     assert torch.emu.current_device() == 0
 
 
+@pytest.mark.launch_mode
 def test_device_properties():
     props = torch.emu.get_device_properties(0)
     assert props.name == torch.emu.get_device_name(0) == "emu (emulated accelerator)"
@@ -85,6 +86,7 @@ def test_initialisation_state():
     assert torch.emu.is_initialized()
 
 
+@pytest.mark.launch_mode
 def test_accelerator_api():
     assert torch.accelerator.current_accelerator() == torch.device("emu")
     assert torch.accelerator.device_count() == 2

@@ -9,6 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+pytestmark = pytest.mark.launch_mode
+
 
 def capture(fn, pool=None):
     g = torch.emu.EmuGraph()

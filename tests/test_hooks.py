@@ -3,6 +3,7 @@
 import subprocess
 import sys
 
+import pytest
 import torch
 
 
@@ -16,6 +17,7 @@ def test_storage_resize_keeps_contents():
     assert torch.equal(torch.empty(0, device="emu").set_(s).view(torch.float32).cpu(), torch.arange(2.0))
 
 
+@pytest.mark.launch_mode
 def test_pinned_memory_hooks():
     p = torch.ones(16).pin_memory()
     assert p.is_pinned()

@@ -22,6 +22,8 @@ import torch.nn.functional as F
 
 from conftest import run_python
 
+pytestmark = pytest.mark.launch_mode
+
 # LITERALINCLUDE START: TEST_AT_THE_CALL
 # Each case makes its tensors on `device` and does one bad thing.
 CASES = {

@@ -14,6 +14,8 @@ from multiprocessing.reduction import ForkingPickler
 
 import _ipc_workers as workers
 
+pytestmark = pytest.mark.launch_mode
+
 CTX = mp.get_context("spawn")
 TIMEOUT = 60
 

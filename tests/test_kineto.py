@@ -15,6 +15,8 @@ from torch.profiler import ProfilerActivity, profile, record_function, schedule,
 
 from conftest import run_python
 
+pytestmark = pytest.mark.launch_mode
+
 ACTIVITIES = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

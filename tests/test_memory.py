@@ -6,6 +6,8 @@ import gc
 import pytest
 import torch
 
+pytestmark = pytest.mark.launch_mode
+
 MiB = 1 << 20
 
 

@@ -13,6 +13,8 @@ import pytest
 import torch
 from torch.cuda import _memory_viz
 
+pytestmark = pytest.mark.launch_mode
+
 MiB = 1 << 20
 
 

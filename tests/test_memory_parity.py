@@ -13,6 +13,8 @@ import torch
 
 from conftest import run_python
 
+pytestmark = pytest.mark.launch_mode
+
 MiB = 1 << 20
 
 ALLOCATOR_C = r"""

@@ -7,6 +7,8 @@ import threading
 import pytest
 import torch
 
+pytestmark = pytest.mark.launch_mode
+
 MiB = 1 << 20
 
 

@@ -12,7 +12,8 @@ running statistics) must match CPU's and live on emu.
 The default run is every module in both modes and both dtypes, train in
 float32 and eval in float64, with at most ``MAX_INPUTS`` of its module inputs
 (evenly spread over the list: nn.Transformer has 64, each a whole model).
-``TORCH_EMU_MODULE_FULL=1`` runs each mode in each dtype with every module input.  The comparisons are torch_emu/conformance/checks/_parity.py, which the
+``TORCH_EMU_MODULE_FULL=1`` runs each mode in each dtype with every module
+input.  The comparisons are torch_emu/conformance/checks/_parity.py, which the
 conformance suite's ``module_parity`` tier runs too.  Known mismatches live in
 ``parity_known_failures.MODULE_FAILURES``.
 """

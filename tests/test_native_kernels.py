@@ -166,6 +166,7 @@ def test_python_numbers_convert_without_overflow_checks_like_cpu():
         torch.testing.assert_close(fn(u.to("emu")).cpu(), fn(u), rtol=0, atol=0, equal_nan=True)
 
 
+@pytest.mark.launch_mode
 def test_errors_are_clear():
     a, b = on_emu(inputs(A, B))
     with pytest.raises(RuntimeError, match="same device, but found at least two devices, emu:0 and cpu"):
@@ -291,6 +292,7 @@ def test_training_steps_run_native_and_leak_nothing(baseline_memory):
     assert losses["emu"] == pytest.approx(losses["cpu"], rel=1e-5)
 
 
+@pytest.mark.launch_mode
 def test_kernels_follow_the_current_stream():
     s = torch.emu.Stream()
     a = torch.ones(256, 256, device="emu")
@@ -422,6 +424,7 @@ def test_low_precision_sum_of_a_strided_input_rounds_like_cpu(dtype):
             torch.testing.assert_close(expand(base.to("emu")).sum(dims).cpu(), expand(base).sum(dims), rtol=0, atol=0)
 
 
+@pytest.mark.launch_mode
 @pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
 def test_pow_in_complex_half_as_cuda(baseline_memory):
     # CUDA has pow in ComplexHalf, computed in complex64 and rounded; CPU's kernels have none.

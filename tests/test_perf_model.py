@@ -9,6 +9,8 @@ import json
 import pytest
 from conftest import first_use_errors, run_python
 
+pytestmark = pytest.mark.launch_mode
+
 MIB = 2**20
 
 

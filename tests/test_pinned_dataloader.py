@@ -20,6 +20,8 @@ import _datasets
 import torch_emu
 from torch_emu.data import Prefetcher, to_device
 
+pytestmark = pytest.mark.launch_mode
+
 TIMEOUT = 60  # seconds; every wait in this file is bounded
 N = 1 << 20
 LAST = f"emu:{torch.emu.device_count() - 1}"  # emu:1 with the default two devices

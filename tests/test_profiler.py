@@ -9,6 +9,8 @@ import torch
 
 import torch_emu
 
+pytestmark = pytest.mark.launch_mode
+
 
 def _profile(fn, **kwargs):
     with torch.autograd.profiler.profile(use_device="emu", **kwargs) as prof:

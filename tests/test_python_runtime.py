@@ -35,6 +35,7 @@ def rt(monkeypatch):
         runtime.stream_destroy(handle)
 
 
+@pytest.mark.launch_mode
 def test_memory_is_best_fit_in_pages_and_coalesces(rt):
     a, b, c = (rt.malloc(0, 4096) for _ in range(3))
     assert (b - a, c - b) == (4096, 4096)
@@ -51,6 +52,7 @@ def test_memory_is_best_fit_in_pages_and_coalesces(rt):
     assert e.value.code == Error.INVALID_DEVICE_POINTER
 
 
+@pytest.mark.launch_mode
 def test_copies_check_their_kind_and_pinned_memory_is_known(rt):
     dev = rt.malloc(1, 64)
     host = ctypes.create_string_buffer(b"emu!" * 16)
@@ -70,6 +72,7 @@ def test_copies_check_their_kind_and_pinned_memory_is_known(rt):
     rt.free(dev)
 
 
+@pytest.mark.launch_mode
 def test_stream_runs_in_order_and_events_time_it(rt):
     stream = rt.stream_create(0, 0)
     start, end = rt.event_create(True), rt.event_create(True)
@@ -85,6 +88,7 @@ def test_stream_runs_in_order_and_events_time_it(rt):
     assert rt.stream_query(stream)
 
 
+@pytest.mark.launch_mode
 def test_wait_event_orders_two_streams(rt):
     producer, consumer = rt.stream_create(0, 0), rt.stream_create(0, -1)
     done = rt.event_create(False)
@@ -100,6 +104,7 @@ def test_wait_event_orders_two_streams(rt):
     assert e.value.code == Error.INVALID_RESOURCE_HANDLE
 
 
+@pytest.mark.launch_mode
 def test_failures_surface_where_they_are_observed(rt):
     stream = rt.stream_create(0, 0)
     with pytest.raises(EmuError, match="the kernel failed on emu:0: boom") as e:
@@ -114,6 +119,7 @@ def test_failures_surface_where_they_are_observed(rt):
     assert e.value.code == Error.INVALID_RESOURCE_HANDLE
 
 
+@pytest.mark.launch_mode
 def test_work_launched_from_running_work_runs_in_place(rt):
     stream = rt.stream_create(0, 0)
     inner = []
@@ -145,6 +151,7 @@ def test_selected_by_the_environment_and_trains_like_the_native_runtime():
     assert python_losses == native_losses  # the same kernels: bit-identical losses
 
 
+@pytest.mark.launch_mode
 def test_out_of_memory_is_torch_out_of_memory_error():
     out = python_runtime("""
         import torch
@@ -160,6 +167,7 @@ def test_out_of_memory_is_torch_out_of_memory_error():
     assert out.split() == ["oom:", "True", "after:", "0", "True"]
 
 
+@pytest.mark.launch_mode
 def test_queued_kernel_failure_surfaces_at_the_next_sync():
     out = python_runtime("""
         import torch
@@ -174,6 +182,7 @@ def test_queued_kernel_failure_surfaces_at_the_next_sync():
     assert out.split() == ["AcceleratorError", "True", "True"]
 
 
+@pytest.mark.launch_mode
 def test_native_only_calls_say_so():
     out = python_runtime("""
         import torch
@@ -227,6 +236,7 @@ def test_a_runtime_spec_naming_no_runtime_is_an_error_naming_the_variable(spec, 
     assert result.stdout.startswith(f"{error} TORCH_EMU_RUNTIME={spec!r}: {message}")
 
 
+@pytest.mark.launch_mode
 def test_a_runtime_that_raises_is_a_clear_error():
     result = run_python("""
         import torch, torch_emu.runtime as runtime

@@ -62,6 +62,7 @@ def test_native_kernel_gradient_matches_cpu():
     torch.testing.assert_close(xe.grad.cpu(), x.grad)
 
 
+@pytest.mark.launch_mode
 def test_native_kernel_runs_on_the_current_stream():
     x = torch.randn(1 << 12)
     s = torch.emu.Stream()

@@ -93,6 +93,7 @@ def test_runtime_stats_native(test_runtime_stats):
     assert "all runtime stats checks passed" in result.stdout
 
 
+@pytest.mark.launch_mode
 def test_faults_and_performance_model_native(test_faults):
     result = _run([test_faults], env=_env(TORCH_EMU_PROFILE="h2d=1GB/s,launch=2ms"))
     assert result.returncode == 0, f"exit code {result.returncode}\n{result.stdout}\n{result.stderr}"
@@ -106,6 +107,7 @@ def test_another_runtime_plugs_in_native(test_plugin, mode):
     assert "all plugin checks passed" in result.stdout
 
 
+@pytest.mark.launch_mode
 def test_exit_with_live_streams_does_not_hang(test_runtime):
     result = _run([test_runtime, "exit"])
     assert result.returncode == 0, (result.returncode, result.stdout, result.stderr)

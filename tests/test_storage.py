@@ -25,6 +25,7 @@ def _roundtrip(obj, **load_kwargs):
 # --- what creates an emu storage ----------------------------------------------
 
 
+@pytest.mark.launch_mode
 @pytest.mark.parametrize(
     "make",
     [
@@ -67,6 +68,7 @@ def test_empty_ops_match_cpu():
     assert emu.stride() == cpu.stride() and emu.untyped_storage().nbytes() == cpu.untyped_storage().nbytes()
 
 
+@pytest.mark.launch_mode
 def test_allocation_stream_is_the_current_stream_of_the_allocation():
     side = torch.emu.Stream()
     with torch.emu.stream(side):
@@ -79,6 +81,7 @@ def test_allocation_stream_is_the_current_stream_of_the_allocation():
     torch.emu.synchronize()
 
 
+@pytest.mark.launch_mode
 def test_other_device():
     x = torch.ones(4, device="emu:1")
     desc = storage_desc(x)
@@ -101,6 +104,7 @@ def test_views_and_sharing_keep_the_descriptor():
         assert storage_desc(other) == desc
 
 
+@pytest.mark.launch_mode
 def test_set_keeps_the_source_descriptor():
     src = torch.arange(10.0, device="emu")
     desc = storage_desc(src)
@@ -118,6 +122,7 @@ def test_set_keeps_the_source_descriptor():
     assert empty.shape == (0,)
 
 
+@pytest.mark.launch_mode
 @pytest.mark.parametrize("via", ["tensor", "storage"])
 def test_resize_keeps_the_id_and_moves_to_the_new_allocation_stream(via):
     x = torch.arange(6.0, device="emu")
@@ -140,6 +145,7 @@ def test_resize_keeps_the_id_and_moves_to_the_new_allocation_stream(via):
     assert storage_desc(x) == (before.id, None)
 
 
+@pytest.mark.launch_mode
 def test_out_argument_grown_by_a_fallback_kernel():
     out = torch.empty(0, device="emu")
     desc = storage_desc(out)
@@ -151,6 +157,7 @@ def test_out_argument_grown_by_a_fallback_kernel():
     assert torch.allclose(out.cpu(), torch.erf(x.cpu()))
 
 
+@pytest.mark.launch_mode
 def test_copy_on_write_clone_follows_its_memory():
     # A lazy clone shares the block until written; writing gives it a block of
     # its own, allocated on the stream current at that moment. PyTorch swaps
@@ -180,6 +187,7 @@ def test_copy_into_keeps_the_destination():
 # --- what makes a new storage ----------------------------------------------------
 
 
+@pytest.mark.launch_mode
 @pytest.mark.parametrize(
     "copy_fn",
     [
@@ -213,6 +221,7 @@ def test_save_load_and_deepcopy_keep_sharing_between_tensors():
         assert torch.equal(restored["view"].cpu(), torch.arange(3.0, 9.0).view(2, 3))
 
 
+@pytest.mark.launch_mode
 @pytest.mark.filterwarnings("ignore:TypedStorage is deprecated")
 def test_untyped_storage_save_load():
     storage = torch.arange(4, dtype=torch.uint8, device="emu").untyped_storage()
@@ -223,6 +232,7 @@ def test_untyped_storage_save_load():
     assert loaded.tolist() == [0, 1, 2, 3]
 
 
+@pytest.mark.launch_mode
 def test_storage_slice_wraps_existing_memory():
     storage = torch.arange(8, dtype=torch.uint8, device="emu").untyped_storage()
     part = storage[2:5]
@@ -265,6 +275,7 @@ def test_not_on_emu(obj):
         storage_desc(obj)
 
 
+@pytest.mark.launch_mode
 def test_negative_size_and_pinned_emu_are_clear_errors():
     with pytest.raises(RuntimeError, match="Trying to create tensor with negative dimension -1"):
         torch.empty(2, -1, device="emu")

@@ -5,6 +5,8 @@ import time
 import pytest
 import torch
 
+pytestmark = pytest.mark.launch_mode
+
 
 def test_default_and_current_stream():
     s = torch.emu.current_stream()

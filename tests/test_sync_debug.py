@@ -6,6 +6,8 @@ import warnings
 import pytest
 import torch
 
+pytestmark = pytest.mark.launch_mode
+
 
 @pytest.fixture
 def mode():

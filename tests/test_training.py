@@ -45,6 +45,7 @@ def test_demo_runs(capsys):
     assert "emu:1" in out and "match" in out and "ratio emu/CPU" in out
 
 
+@pytest.mark.launch_mode
 def test_thousand_steps_do_not_leak():
     gc.collect()
     torch.emu.synchronize()
