@@ -1,9 +1,13 @@
 import gc
 import os
+import random
+import shlex
 import subprocess
 import sys
 import textwrap
+import zlib
 
+import numpy
 import pytest
 import torch
 
@@ -78,3 +82,39 @@ def baseline_memory():
         torch.emu.synchronize(i)
     after = [torch.emu.memory_allocated(i) for i in range(torch.emu.device_count())]
     assert after == before, f"emu memory leaked: {before} -> {after}"
+
+
+# LITERALINCLUDE START: REPRODUCE
+def _seed_of(nodeid: str) -> int:
+    return zlib.crc32(nodeid.encode())
+
+
+@pytest.fixture(autouse=True)
+def seeded(request):
+    """Seeds every test from its own name: its random inputs do not depend on which tests ran
+    before it in the process (pytest workers take files in any order), so a failing test run
+    alone sees the same numbers."""
+    seed = _seed_of(request.node.nodeid)
+    torch.manual_seed(seed)
+    random.seed(seed)
+    numpy.random.seed(seed)
+
+
+def reproduction(nodeid: str) -> str:
+    """How to run a test again as it ran: the launch mode, runtime, seed and every TORCH_EMU_*
+    variable of this run, and the command."""
+    settings = {k: v for k, v in sorted(os.environ.items()) if k.startswith("TORCH_EMU_")}
+    command = " ".join([*(f"{k}={shlex.quote(v)}" for k, v in settings.items()),
+                        "TORCH_EMU_TEST_WORKERS=0", "bash scripts/test.sh", shlex.quote(nodeid)])
+    return (f"launch mode: {torch_emu._C._launch_mode()}, runtime: {torch_emu.runtime.active()}, "
+            f"seed: {_seed_of(nodeid)} (torch, random and numpy, set from the test's name)\n"
+            f"environment: {' '.join(f'{k}={v}' for k, v in settings.items()) or 'no TORCH_EMU_* variable set'}\n"
+            f"again: {command}")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = (yield).get_result()
+    if report.failed:
+        report.sections.append(("how to reproduce", reproduction(item.nodeid)))
+# LITERALINCLUDE END: REPRODUCE

@@ -7,6 +7,7 @@
 #include "core/EmuException.h"
 #include "core/EmuGenerator.h"
 #include "core/EmuHostAllocator.h"
+#include "core/EmuLaunch.h"
 #include "core/EmuStream.h"
 
 namespace torch_emu {
@@ -22,10 +23,13 @@ struct EmuHooks final : public at::PrivateUse1HooksInterface {
     return device_count() > 0;
   }
 
-  // Starting the runtime surfaces configuration and fork errors early.
+  // Starting the runtime surfaces configuration and fork errors early; so does
+  // reading the launch mode's variables (a bad one would otherwise surface at
+  // the first queued kernel, after some ops had run).
   void init() const override {
     int count = 0;
     EMU_CHECK(emuGetDeviceCount(&count));
+    launch_mode();
   }
 
   const at::Generator& getDefaultGenerator(c10::DeviceIndex device_index) const override {

@@ -1,6 +1,7 @@
 // torch_emu._C: the few runtime entry points Python needs that PyTorch's own
 // Python API (torch.accelerator, torch.Stream, torch.Event, torch.Generator)
 // does not already reach through the registered guard, hooks and allocator.
+#include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <ATen/ops/empty.h>
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/pybind.h>
@@ -66,12 +67,9 @@ PYBIND11_MODULE(_C, m) {
   route_structured_ops_to_fallback(); // after every kernel registration
   route_sparse_ops_to_fallback();
   m.def("_native_kernels", [native_kernels] { return native_kernels; });
-  // Starts the runtime; raises the runtime's error (bad configuration, use
-  // after fork) as a Python exception.
-  m.def("_init", [] {
-    int count = 0;
-    EMU_CHECK(emuGetDeviceCount(&count));
-  });
+  // Starts the device as PyTorch's lazy initialisation does; raises its error
+  // (bad configuration, use after fork) as a Python exception.
+  m.def("_init", [] { at::detail::getPrivateUse1Hooks().init(); });
   m.def("_device_count", [] { return static_cast<int>(device_count()); });
   m.def("_current_device", [] { return static_cast<int>(current_device()); });
   m.def("_set_device", [](c10::DeviceIndex d) { set_device(d); });
