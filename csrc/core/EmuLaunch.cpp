@@ -440,7 +440,8 @@ bool stream_busy(const c10::Stream& stream) {
 std::atomic<bool> g_prefer_auto{false};
 
 LaunchMode launch_mode() {
-  // A bad value throws, and the next launch reads the variables again.
+  // A bad value throws (first at the device's start: EmuHooks init), and the
+  // next call reads the variables again.
   static const LaunchMode mode = [] {
     const std::optional<bool> blocking = env_bool("TORCH_EMU_LAUNCH_BLOCKING");
     const std::optional<bool> queued = env_bool("TORCH_EMU_LAUNCH_QUEUED");
