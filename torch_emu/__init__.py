@@ -39,20 +39,9 @@ torch.utils.generate_methods_for_privateuse1_backend(
 )
 # LITERALINCLUDE END: BACKEND_REGISTRATION
 
-# LITERALINCLUDE START: AUTOGRAD_THREADS
-# The autograd engine runs the backward of accelerator tensors on one worker
-# thread per device, so that a host thread can keep queuing asynchronous GPU
-# kernels. Emu queues its kernels too, but they are CPU code on the host's own
-# cores: a second host thread issuing the backward competes with the stream
-# worker for them, costs a thread switch per backward and a second OpenMP team
-# whose threads sleep between parallel regions. Measured on 2 cores with
-# kernels queued (the default), eager Adam steps take longer with it: MLP 2.8
-# against 1.9 ms, CNN 12.0 against 7.0, transformer block 6.9 against 5.1,
-# LSTM LM 128 against 67 (auto launch mode showed the same, 20-70%). Backward
-# therefore runs on the calling thread. The setting is per thread (this is the
-# importing thread); torch.autograd.set_multithreading_enabled(True) restores it.
-torch.autograd.set_multithreading_enabled(False)
-# LITERALINCLUDE END: AUTOGRAD_THREADS
+from .backward_thread import install as _install_backward_thread  # noqa: E402
+
+_install_backward_thread()  # backward of emu tensors on the calling thread, of emu's only
 
 from .tools.fallback_report import configure_from_environment  # noqa: E402
 

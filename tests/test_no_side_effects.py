@@ -1,0 +1,79 @@
+"""Installing torch-emu changes nothing for a program that does not use emu: ``import torch``
+autoloads it, so every global setting of PyTorch that a program can read must be as without it.
+And what emu changes for itself stays scoped to emu: backward of emu tensors runs on the
+calling thread (torch_emu/backward_thread.py), every other backward as PyTorch decides."""
+
+import json
+import threading
+
+import pytest
+import torch
+
+from conftest import run_python
+
+SETTINGS = """
+    import json, os, signal, threading
+    import torch
+    settings = {
+        # Before any backward: the autograd engine starts one thread per device of every
+        # accelerator on its first backward, as it would for two GPUs.
+        "python threads": threading.active_count(), "os threads": len(os.listdir("/proc/self/task")),
+    }
+    x = torch.ones(3, requires_grad=True)
+    (x * 2).sum().backward()  # a CPU program's backward
+    print(json.dumps({**settings,
+        "autograd multithreading": torch.autograd.is_multithreading_enabled(),
+        "intra-op threads": torch.get_num_threads(), "inter-op threads": torch.get_num_interop_threads(),
+        "default dtype": str(torch.get_default_dtype()), "default device": str(torch.get_default_device()),
+        "deterministic": torch.are_deterministic_algorithms_enabled(), "grad": torch.is_grad_enabled(),
+        "inference mode": torch.is_inference_mode_enabled(), "anomaly": torch.is_anomaly_enabled(),
+        "warn always": torch.is_warn_always_enabled(), "mkldnn": torch.backends.mkldnn.enabled,
+        "matmul precision": torch.get_float32_matmul_precision(),
+        "cpu autocast dtype": str(torch.get_autocast_dtype("cpu")),
+        "signal handlers": {name: str(signal.getsignal(getattr(signal, name)))
+                            for name in ("SIGSEGV", "SIGBUS", "SIGINT", "SIGTERM", "SIGCHLD", "SIGUSR1")},
+        "environment": sorted(os.environ),
+        "cpu result": float(torch.arange(4.0).sum()),
+    }))
+"""
+
+
+def test_import_torch_changes_no_global_setting():
+    without, with_emu = (run_python(SETTINGS, TORCH_DEVICE_BACKEND_AUTOLOAD=autoload) for autoload in ("0", "1"))
+    assert without.returncode == 0 and with_emu.returncode == 0, without.stderr + with_emu.stderr
+    assert "torch_emu" in run_python("import sys, torch; print(sorted(sys.modules))").stdout  # it did load
+    assert json.loads(with_emu.stdout) == json.loads(without.stdout)
+
+
+# LITERALINCLUDE START: TEST_BACKWARD_THREAD
+def _backward_thread(run) -> int:
+    x = torch.randn(4, device="emu", requires_grad=True)
+    seen = []
+    x.register_hook(lambda grad: seen.append(threading.get_ident()))
+    run((x * 2).sum(), x)
+    return seen[0]
+
+
+@pytest.mark.parametrize("run", [lambda y, x: y.backward(), lambda y, x: torch.autograd.grad(y, x)],
+                         ids=["backward", "autograd.grad"])
+def test_backward_of_emu_tensors_runs_on_the_calling_thread(run, baseline_memory):
+    assert torch.autograd.is_multithreading_enabled()
+    assert _backward_thread(run) == threading.get_ident()
+    assert torch.autograd.is_multithreading_enabled()  # only for that backward
+
+
+def test_without_it_the_engine_would_use_its_device_thread(baseline_memory):
+    engine = torch.autograd.graph._engine_run_backward.__wrapped__  # PyTorch's own
+
+    def run(y, x):
+        engine((y,), (torch.ones_like(y),), False, False, (), allow_unreachable=True, accumulate_grad=True)
+
+    assert _backward_thread(run) != threading.get_ident()
+
+
+def test_a_users_own_setting_is_kept(baseline_memory):
+    with torch.autograd.set_multithreading_enabled(False):
+        assert _backward_thread(lambda y, x: y.backward()) == threading.get_ident()
+        assert not torch.autograd.is_multithreading_enabled()
+    assert torch.autograd.is_multithreading_enabled()
+# LITERALINCLUDE END: TEST_BACKWARD_THREAD
