@@ -220,6 +220,17 @@ def _batches(steps, per_rank, world):
             for _ in range(steps)]
 
 
+class _SlowForward(torch.nn.Module):
+    """Keeps the stream busy for a while in forward (torch.emu._sleep, a kernel that takes
+    its time), and returns at once."""
+
+    SECONDS = 0.02
+
+    def forward(self, x):
+        torch.emu._sleep(int(self.SECONDS * 1e9))  # 1 GHz: the device's clock_rate is 0
+        return x
+
+
 def ddp():
     from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -227,13 +238,16 @@ def ddp():
     r, w = RANK, WORLD
     steps, per_rank = 5, 8
     data = _batches(steps, per_rank, w)
-    model = DDP(_model().to(dev))
+    model = DDP(torch.nn.Sequential(_SlowForward(), _model()).to(dev))
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     for x, y in data:
         xs, ys = x[r * per_rank:(r + 1) * per_rank].to(dev), y[r * per_rank:(r + 1) * per_rank].to(dev)
         opt.zero_grad()
         torch.nn.functional.mse_loss(model(xs), ys).backward()
         opt.step()
+    # DDP's runtime stats time the device's work, not the host's queuing of it.
+    forward_ns = model._get_ddp_logging_data()["avg_forward_compute_time"]
+    assert forward_ns >= _SlowForward.SECONDS * 1e9, forward_ns
     # reference: one process, the whole (concatenated) batch, on the same device
     ref = _model().to(dev)
     ropt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
