@@ -8,13 +8,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . .venv/bin/activate
 mkdir -p build/kit
-python -m torch_emu conformance --json build/kit/emu.json
-TORCH_EMU_LAUNCH_QUEUED=0 python -m torch_emu conformance --json build/kit/emu-auto.json
-TORCH_EMU_LAUNCH_BLOCKING=1 python -m torch_emu conformance --json build/kit/emu-blocking.json
-TORCH_EMU_NATIVE_KERNELS=0 python -m torch_emu conformance --json build/kit/emu-fallback.json
+python -m torch_emu conformance --jobs 2 --json build/kit/emu.json
+TORCH_EMU_LAUNCH_QUEUED=0 python -m torch_emu conformance --jobs 2 --json build/kit/emu-auto.json
+TORCH_EMU_LAUNCH_BLOCKING=1 python -m torch_emu conformance --jobs 2 --json build/kit/emu-blocking.json
+TORCH_EMU_NATIVE_KERNELS=0 python -m torch_emu conformance --jobs 2 --json build/kit/emu-fallback.json
 # The runtime in Python: every tier but those of native-only features (the profiler's device
 # track, graphs and IPC are the native runtime's).
-TORCH_EMU_RUNTIME=python python -m torch_emu conformance --json build/kit/emu-python-runtime.json --tier \
+TORCH_EMU_RUNTIME=python python -m torch_emu conformance --jobs 2 --json build/kit/emu-python-runtime.json --tier \
   device memory streams generator operators parity module_parity optim_parity autograd amp serialization \
   data_loading api_surface compile distributed
 python -m pytest -m kit "$@"

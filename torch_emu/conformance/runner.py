@@ -1,6 +1,7 @@
 """Discovery, one process per tier with a timeout, the table, the JSON report and the exit code."""
 
 import argparse
+import concurrent.futures
 import dataclasses
 import json
 import os
@@ -138,6 +139,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--list", action="store_true", help="list the tiers and their checks, run nothing")
     parser.add_argument("--timeout", type=positive(float), default=300,
                         help="seconds per tier before it fails (default 300)")
+    parser.add_argument("--jobs", type=positive(int), default=1, metavar="N",
+                        help="tiers run at the same time, each in its own process (default 1)")
     parser.add_argument("--full", action="store_true",
                         help="sampled tiers (parity) check everything, not a sample (sets TORCH_CONFORMANCE_FULL=1)")
     parser.add_argument("--checks-module", action="append", default=[], metavar="PATH", type=existing("file"),
@@ -163,10 +166,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: unknown tier(s) {', '.join(unknown)}; known: {', '.join(known)}", file=sys.stderr)
         return 2
     selected = [known[n] for n in dict.fromkeys(args.tier)] if args.tier else tiers
-    report = []
-    for tier in selected:
-        report.append(run_tier(tier, args.device, args.imports, args.timeout))
-        print(table(report[-1:]).splitlines()[1], flush=True)  # progress: one row per finished tier
+    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        running = [pool.submit(run_tier, tier, args.device, args.imports, args.timeout) for tier in selected]
+        for done in concurrent.futures.as_completed(running):
+            print(table([done.result()]).splitlines()[1], flush=True)  # progress: one row per finished tier
+    report = [r.result() for r in running]  # in the order of the tiers
     ok = all(r["ok"] for r in report)
     print("\n" + table(report))
     print(f"\n{'PASSED' if ok else 'FAILED'}: {sum(r['ok'] for r in report)}/{len(report)} tiers")
