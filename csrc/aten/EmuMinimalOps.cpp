@@ -168,27 +168,6 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 
 } // namespace
 
-// LITERALINCLUDE START: RESIZE_STORAGE_BYTES
-void resize_storage_bytes(c10::StorageImpl* storage, size_t new_bytes) {
-  TORCH_CHECK(storage->resizable(), "Trying to resize storage that is not resizable");
-  const size_t old_bytes = storage->nbytes();
-  if (new_bytes == old_bytes) {
-    return;
-  }
-  const c10::DeviceGuard guard(storage->device());
-  c10::Allocator* allocator = storage->allocator() != nullptr ? storage->allocator() : device_allocator();
-  at::DataPtr data = allocator->allocate(new_bytes);
-  const size_t keep = std::min(old_bytes, new_bytes);
-  if (keep > 0) {
-    EMU_CHECK(emuMemcpyAsync(data.get(), storage->data(), keep, emuMemcpyDeviceToDevice,
-                             native_stream(current_stream(storage->device().index()))));
-  }
-  // The old block goes back to the cache, ordered after the copy on this stream.
-  storage->set_data_ptr_noswap(std::move(data));
-  storage->set_nbytes(new_bytes);
-}
-// LITERALINCLUDE END: RESIZE_STORAGE_BYTES
-
 // LITERALINCLUDE START: MINIMAL_OPS_REGISTER
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", TORCH_FN(empty_memory_format));

@@ -1,14 +1,10 @@
-// Operator-level helpers shared by the emu kernels, the fallback and the hooks.
+// Operator-level helpers shared by the emu kernels and the fallback.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/StorageImpl.h>
 
 namespace torch_emu {
-
-// Grows or shrinks an emu storage to `new_bytes`, keeping the common prefix
-// (copied on the current stream of the storage's device).
-void resize_storage_bytes(c10::StorageImpl* storage, size_t new_bytes);
 
 // Uninitialised emu tensors on `device` (the current emu device if it has no
 // index): the allocations behind every emu tensor (EmuMinimalOps.cpp).

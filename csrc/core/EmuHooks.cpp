@@ -3,11 +3,11 @@
 // which device owns this pointer, how to resize a storage...).
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 
-#include "aten/EmuOps.h"
 #include "core/EmuException.h"
 #include "core/EmuGenerator.h"
 #include "core/EmuHostAllocator.h"
 #include "core/EmuLaunch.h"
+#include "core/EmuStorageImpl.h"
 #include "core/EmuStream.h"
 
 namespace torch_emu {

@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "core/EmuDeviceAllocator.h"
-#include "core/EmuEnv.h"
 #include "core/EmuException.h"
 #include "core/EmuGraph.h"
 #include "core/EmuStream.h"
+#include "runtime/emu_runtime_env.h"
 #include "runtime/emu_runtime_faults.h"
 #include "runtime/emu_runtime_trace.h"
 

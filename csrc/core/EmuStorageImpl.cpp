@@ -1,8 +1,13 @@
 #include "core/EmuStorageImpl.h"
 
+#include <c10/core/DeviceGuard.h>
+
+#include <algorithm>
 #include <atomic>
 
 #include "core/EmuDeviceAllocator.h"
+#include "core/EmuException.h"
+#include "core/EmuStream.h"
 
 namespace torch_emu {
 namespace {
@@ -60,5 +65,26 @@ c10::Storage emu_storage(c10::DataPtr data, size_t nbytes) {
 const EmuStorageImpl* emu_storage_impl(const c10::Storage& storage) {
   return dynamic_cast<const EmuStorageImpl*>(storage.unsafeGetStorageImpl());
 }
+
+// LITERALINCLUDE START: RESIZE_STORAGE_BYTES
+void resize_storage_bytes(c10::StorageImpl* storage, size_t new_bytes) {
+  TORCH_CHECK(storage->resizable(), "Trying to resize storage that is not resizable");
+  const size_t old_bytes = storage->nbytes();
+  if (new_bytes == old_bytes) {
+    return;
+  }
+  const c10::DeviceGuard guard(storage->device());
+  c10::Allocator* allocator = storage->allocator() != nullptr ? storage->allocator() : device_allocator();
+  at::DataPtr data = allocator->allocate(new_bytes);
+  const size_t keep = std::min(old_bytes, new_bytes);
+  if (keep > 0) {
+    EMU_CHECK(emuMemcpyAsync(data.get(), storage->data(), keep, emuMemcpyDeviceToDevice,
+                             native_stream(current_stream(storage->device().index()))));
+  }
+  // The old block goes back to the cache, ordered after the copy on this stream.
+  storage->set_data_ptr_noswap(std::move(data));
+  storage->set_nbytes(new_bytes);
+}
+// LITERALINCLUDE END: RESIZE_STORAGE_BYTES
 
 } // namespace torch_emu

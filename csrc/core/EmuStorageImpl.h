@@ -42,6 +42,12 @@ struct EmuStorageImpl final : c10::StorageImpl {
 // through the emu allocator: how emu's own ops make storages.
 c10::Storage emu_storage(c10::DataPtr data, size_t nbytes);
 
+// Grows or shrinks an emu storage to `new_bytes`, keeping the common prefix
+// (copied on the current stream of the storage's device): resize_() and set_()
+// of the minimal operators, and the hooks' resizePrivateUse1Bytes
+// (untyped_storage().resize_()).
+void resize_storage_bytes(c10::StorageImpl* storage, size_t new_bytes);
+
 // The emu descriptor of `storage`, or nullptr for a storage created
 // elsewhere (a CPU storage, at::from_blob over emu memory).
 const EmuStorageImpl* emu_storage_impl(const c10::Storage& storage);

@@ -18,7 +18,7 @@
 #include <string>
 #include <thread>
 
-#include "core/EmuEnv.h"
+#include "runtime/emu_runtime_env.h"
 #include "runtime/runtime_internal.h"
 
 namespace emu {

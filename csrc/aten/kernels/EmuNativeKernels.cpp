@@ -2,7 +2,7 @@
 
 #include <torch/library.h>
 
-#include "core/EmuEnv.h"
+#include "runtime/emu_runtime_env.h"
 
 namespace torch_emu {
 

@@ -1,6 +1,6 @@
 // Boolean environment variables, read one way by every C++ reader (the Python
-// twin is torch_emu/runtime/config.py env_flag). Standard C++ only: the
-// runtime, which is built without torch, shares it.
+// twin is torch_emu/runtime/config.py env_flag). Standard C++ only: it belongs
+// to the runtime, which is built without torch, and the layers above share it.
 #pragma once
 
 #include <cctype>
