@@ -45,6 +45,9 @@ class Gate:
         self.started, self.released = threading.Event(), threading.Event()
         self.error = []
         self._token = torch.zeros(1, device=f"emu:{device}")
+        # The token's fill is queued on the current stream: wait for it, so the gate leaves
+        # that stream idle and a test may assert so.
+        torch.emu.current_stream(device).synchronize()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
         assert self.started.wait(TIMEOUT), "the gate kernel did not start"
