@@ -2,14 +2,14 @@
 # Runs the suite while every core is kept busy by CPU hogs this script starts and stops: a test
 # that passes only when the scheduler happens to run the stream worker first fails here.
 #
-#   bash scripts/test_under_load.sh [--runs N] [--modes "queued auto blocking"] [pytest arguments]
+#   bash scripts/test_under_load.sh [--runs N] [--modes "adaptive queued auto blocking"] [pytest arguments]
 #
 # Each run of each launch mode prints its result line and its time (logs in build/); the exit
-# status is 1 if any run failed. CI runs the launch-mode tests once under load: --modes queued -m "launch_mode and not kit".
+# status is 1 if any run failed. CI runs the launch-mode tests once under load: --modes adaptive (the default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=1
-modes="queued auto blocking"
+modes="adaptive queued auto blocking"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --runs) runs="$2"; shift 2 ;;
@@ -19,7 +19,7 @@ while [[ $# -gt 0 ]]; do
 done
 [[ "$runs" =~ ^[1-9][0-9]*$ ]] || { echo "--runs must be a positive integer, not '$runs'" >&2; exit 2; }
 for mode in $modes; do
-  case "$mode" in queued|auto|blocking) ;; *) echo "unknown launch mode '$mode' (queued, auto, blocking)" >&2; exit 2 ;; esac
+  case "$mode" in adaptive|queued|auto|blocking) ;; *) echo "unknown launch mode '$mode' (adaptive, queued, auto, blocking)" >&2; exit 2 ;; esac
 done
 bash scripts/setup.sh --no-demo
 mkdir -p build
@@ -36,7 +36,8 @@ echo "load: ${#hogs[@]} busy processes on $(nproc) cores"
 status=0
 for mode in $modes; do
   case "$mode" in
-    queued) vars=() ;;
+    adaptive) vars=() ;;
+    queued) vars=(TORCH_EMU_LAUNCH_QUEUED=1) ;;
     auto) vars=(TORCH_EMU_LAUNCH_QUEUED=0) ;;
     blocking) vars=(TORCH_EMU_LAUNCH_BLOCKING=1) ;;
   esac

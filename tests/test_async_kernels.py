@@ -203,16 +203,37 @@ def test_launch_counts_show_what_ran_asynchronously(baseline_memory):
     x.nonzero()  # output size depends on the data: waits
     queued, at_once, waited = (a - b for a, b in zip(torch_emu._C._launch_counts(), before))
     assert queued + at_once == 2 and queued >= 1 and waited >= 1
-    assert at_once == (1 if torch_emu._C._launch_mode() == "auto" else 0)
+    assert at_once == (0 if torch_emu._C._launch_mode() == "queued" else 1)
 
 
-def test_idle_stream_runs_a_kernel_at_once_in_auto_mode(baseline_memory):
-    if torch_emu._C._launch_mode() != "auto":
+def _launches(fn):
+    """(queued, at once) launches that fn made."""
+    before = torch_emu._C._launch_counts()
+    fn()
+    return tuple(a - b for a, b in zip(torch_emu._C._launch_counts(), before))[:2]
+
+
+# LITERALINCLUDE START: TEST_RUN_AT_ONCE
+def test_each_branch_of_the_launch_rule(baseline_memory):
+    mode = torch_emu._C._launch_mode()
+    if mode == "queued":
         pytest.skip("queued launch mode: every kernel is queued")
-    x = torch.zeros(4, device="emu")
+    small = torch.zeros(4, device="emu")
+    large = torch.zeros(1 << 16, device="emu")  # 256 KiB: where queueing starts to pay
     torch.emu.synchronize()
-    x.add_(1)
-    assert torch.emu.current_stream().query()  # nothing was left to overlap with
+    # An idle stream and a small kernel: at once, and the stream is idle after it.
+    assert _launches(lambda: small.add_(1)) == (0, 1)
+    assert torch.emu.current_stream().query()
+    # An idle stream and a large kernel: queued by the default rule, at once in auto mode.
+    assert _launches(lambda: large.add_(1)) == ((0, 1) if mode == "auto" else (1, 0))
+    torch.emu.synchronize()
+    # A busy stream: queued behind its work whatever the kernel's size, in order.
+    sleep_ms(100)
+    assert _launches(lambda: small.mul_(3)) == (1, 0)
+    assert not torch.emu.current_stream().query()
+    torch.emu.synchronize()
+    assert small.cpu().eq(3).all() and large.cpu().eq(1).all()
+# LITERALINCLUDE END: TEST_RUN_AT_ONCE
 
 
 @pytest.mark.skipif(torch.get_num_threads() < 2, reason="needs a kernel with OpenMP threads")
@@ -296,6 +317,7 @@ def test_launch_blocking_reports_errors_where_the_op_is_called():
     ("off", "No", "auto"),
     ("Yes", "0", "blocking"),
     (" ", " TRUE ", "queued"),  # blank is unset
+    ("", " ", "adaptive"),  # the default with two cores or more
 ])
 def test_launch_flags_take_every_boolean_spelling(blocking, queued, mode):
     result = run_python("import torch_emu; print(torch_emu._C._launch_mode())",

@@ -84,7 +84,8 @@ at::Tensor copy_within_device(const at::Tensor& src, const at::Tensor& dst, bool
   at::Tensor src_alias = aliases.alias(src);
   queue_kernel(
       stream, [&] { dst_alias.copy_(src_alias); },
-      [&]() -> std::function<void()> { return [memory = aliases.emu_storages(), dst_alias, src_alias] { dst_alias.copy_(src_alias); }; });
+      [&]() -> std::function<void()> { return [memory = aliases.emu_storages(), dst_alias, src_alias] { dst_alias.copy_(src_alias); }; },
+      "copy_within_device", dst.nbytes() + src.nbytes());
   return dst;
 }
 // LITERALINCLUDE END: COPY_WITHIN_DEVICE

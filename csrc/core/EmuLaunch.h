@@ -6,6 +6,9 @@
 #include <c10/core/Stream.h>
 #include <c10/util/FunctionRef.h>
 
+#include <cstddef>
+#include <cstdint>
+
 #include <exception>
 #include <functional>
 #include <thread>
@@ -31,30 +34,36 @@ void launch_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel,
 
 // LITERALINCLUDE START: QUEUE_KERNEL_DECL
 // How queue_kernel launches, set once (at the first launch):
-// - kQueued (the default with cores to spare, TORCH_EMU_LAUNCH_QUEUED=1):
-//   always queued, as a GPU launch is;
+// - kAdaptive (the default with cores to spare): per kernel, by
+//   run_at_once() in EmuLaunch.cpp: a small kernel onto an idle stream runs
+//   at once on the calling thread, where a hand-off to the worker would cost
+//   more than the kernel; a large one, or any onto a busy stream, is queued,
+//   so that the host runs ahead while the device works;
+// - kQueued (TORCH_EMU_LAUNCH_QUEUED=1): always queued, as a GPU launch is;
 // - kAuto (the default on one core or when a runtime asks for it,
 //   TORCH_EMU_LAUNCH_QUEUED=0): queued behind the stream's work when the
-//   stream is busy; on an idle stream the kernel runs at once on the calling
-//   thread, which is what a hand-off to the worker would wait for anyway;
+//   stream is busy; on an idle stream every kernel runs at once;
 // - kBlocking (TORCH_EMU_LAUNCH_BLOCKING=1): every launch waits for its
 //   kernel, for debugging, like CUDA_LAUNCH_BLOCKING.
-enum class LaunchMode { kAuto, kQueued, kBlocking };
+enum class LaunchMode { kAdaptive, kAuto, kQueued, kBlocking };
 LaunchMode launch_mode();
 // For a runtime whose every call is expensive (the Python bridge): auto
 // instead of queued when the environment does not say. Before the first launch.
 void prefer_auto_launch_mode();
 
 // Launches a kernel whose outputs already exist (a GPU launch): unless it
-// runs at once on an idle stream (kAuto), it is queued and the call returns;
+// runs at once on an idle stream (kAdaptive, kAuto), it is queued and the call returns;
 // the stream's worker later runs the closure `make_owning()` returns, which
 // owns everything the kernel reads (keep() in aten/kernels/EmuKernel.h).
 // While `stream` captures, with blocking launches, or from a kernel running
 // on `stream`, it is launch_kernel above instead. An exception a queued kernel
 // throws is reported, naming `what`, by the next synchronisation of `stream`.
+// `bytes` is what the kernel reads and writes, the measure of its cost
+// run_at_once() takes (kUnknownBytes: a kernel worth queueing).
+constexpr size_t kUnknownBytes = SIZE_MAX;
 void queue_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel,
                   c10::function_ref<std::function<void()>()> make_owning,
-                  const char* what = __builtin_FUNCTION());
+                  const char* what = __builtin_FUNCTION(), size_t bytes = kUnknownBytes);
 
 // While queue_kernel asks for a queued kernel's closure, on this thread: the
 // view of emu `storage` the closure should hold, which does not own the

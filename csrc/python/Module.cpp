@@ -93,10 +93,12 @@ PYBIND11_MODULE(_C, m) {
   m.def("_strict_mode", [] { return emuStrictMode() != 0; });
   m.def("_launch_mode", [] {
     switch (launch_mode()) {
+      case LaunchMode::kAdaptive: return "adaptive";
       case LaunchMode::kQueued: return "queued";
       case LaunchMode::kBlocking: return "blocking";
-      default: return "auto";
+      case LaunchMode::kAuto: return "auto";
     }
+    return "auto";
   });
   // (queued, at once, waited): kernel launches so far (EmuLaunch.h), reported
   // by the demo and benchmarks/bench_async.py.

@@ -85,7 +85,7 @@ at::Tensor& zero_(at::Tensor& self) {
   kernel::queue_on(
       kernel::common_device(self), [&] { std::memset(self.data_ptr(), 0, self.nbytes()); },
       [&]() -> std::function<void()> { return [self = kernel::keep(self)] { std::memset(self.data_ptr(), 0, self.nbytes()); }; },
-      "zero_");
+      "zero_", self.nbytes());
   return self;
 }
 
@@ -111,7 +111,7 @@ void fill_queued(at::TensorIterator& iter, const c10::Scalar& value) {
   kernel::queue_on(
       kernel::common_device(out), [&] { at::native::fill_stub(c10::DeviceType::CPU, iter, value); },
       [&]() -> std::function<void()> { return [out = kernel::keep(out), value] { fill_output(out, value); }; },
-      "fill_");
+      "fill_", out.nbytes());
 }
 
 namespace {

@@ -39,7 +39,7 @@ at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
                          op_facts.all_same_sizes_and_stride, op_facts.memory_format, out);
         };
       },
-      "cat");
+      "cat", 2 * op.nbytes()); // reads as much as it writes
   return std::move(op.outputs[0]).take();
 }
 

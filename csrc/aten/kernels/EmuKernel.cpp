@@ -91,10 +91,10 @@ void check_inplace(const at::Tensor& self, c10::IntArrayRef sizes, const at::Ten
 namespace torch_emu::kernel {
 
 // LITERALINCLUDE START: WRAPPED_NUMBER
-at::Tensor match_wrapped_number(const at::Tensor& t, const at::Tensor& like) {
+c10::MaybeOwned<at::Tensor> match_wrapped_number(const at::Tensor& t, const at::Tensor& like) {
   if (!t.defined() || !t.unsafeGetTensorImpl()->is_wrapped_number() || !like.defined() ||
       like.unsafeGetTensorImpl()->is_wrapped_number() || t.scalar_type() == like.scalar_type()) {
-    return t;
+    return c10::MaybeOwned<at::Tensor>::borrowed(t);
   }
   // bool < integer < floating < complex: a number of a higher kind promotes
   // the result (int tensor * 2.5 is float), which the iterator must decide.
@@ -102,7 +102,7 @@ at::Tensor match_wrapped_number(const at::Tensor& t, const at::Tensor& like) {
     return at::isComplexType(s) ? 3 : at::isFloatingType(s) ? 2 : s == at::kBool ? 0 : 1;
   };
   if (kind(t.scalar_type()) > kind(like.scalar_type())) {
-    return t;
+    return c10::MaybeOwned<at::Tensor>::borrowed(t);
   }
   // A 16-bit float kernel computes in float and reads the number as a float
   // (half * 1e10 is 0 for 0, not 0 * inf): left to CPU's iterator, as are the
@@ -110,7 +110,7 @@ at::Tensor match_wrapped_number(const at::Tensor& t, const at::Tensor& like) {
   switch (like.scalar_type()) { // the dtypes AT_ALL_TYPES_AND_COMPLEX and bool cover, below
     case at::kByte: case at::kChar: case at::kShort: case at::kInt: case at::kLong: case at::kBool:
     case at::kFloat: case at::kDouble: case at::kComplexFloat: case at::kComplexDouble: break;
-    default: return t;
+    default: return c10::MaybeOwned<at::Tensor>::borrowed(t);
   }
   // Converted as CPU's kernels read a scalar operand, with c10::convert and no
   // overflow check: uint8 + 1000 wraps around, float32 * 1e300 is inf.
@@ -125,11 +125,11 @@ at::Tensor match_wrapped_number(const at::Tensor& t, const at::Tensor& like) {
     case at::kLong: convert(*t.const_data_ptr<int64_t>()); break;
     case at::kBool: convert(*t.const_data_ptr<bool>()); break;
     case at::kComplexDouble: convert(*t.const_data_ptr<c10::complex<double>>()); break;
-    default: return t;
+    default: return c10::MaybeOwned<at::Tensor>::borrowed(t);
   }
   at::Tensor converted = at::detail::scalar_tensor_static(*value, like.scalar_type(), at::kCPU);
   converted.unsafeGetTensorImpl()->set_wrapped_number(true);
-  return converted;
+  return c10::MaybeOwned<at::Tensor>::owned(std::move(converted));
 }
 // LITERALINCLUDE END: WRAPPED_NUMBER
 

@@ -25,6 +25,7 @@
 #include <ATen/TensorMeta.h>
 #include <ATen/core/List.h>
 #include <c10/util/ExclusivelyOwned.h>
+#include <c10/util/MaybeOwned.h>
 
 #include <array>
 #include <atomic>
@@ -100,8 +101,9 @@ decltype(auto) run_on(c10::DeviceIndex device, Fn&& fn, MakeReplay&& make_replay
 // tensors that exist already. The queued kernel is `make_owning()`, the same
 // closure that replays a captured kernel, so one closure serves both.
 template <typename Fn, typename MakeOwning>
-void queue_on(c10::DeviceIndex device, Fn&& fn, MakeOwning&& make_owning, const char* what) {
-  queue_kernel(current_stream(device), fn, make_owning, what);
+void queue_on(c10::DeviceIndex device, Fn&& fn, MakeOwning&& make_owning, const char* what,
+              size_t bytes = kUnknownBytes) {
+  queue_kernel(current_stream(device), fn, make_owning, what, bytes);
 }
 
 // The name a kernel made from `fn` (or structured class `Impl`) reports its
@@ -204,6 +206,23 @@ decltype(auto) kernel_arg(T&& arg, c10::DeviceIndex device) {
 // A CPU function that allocates its outputs with its inputs' options (so they
 // land on emu) and only touches memory through data pointers, run as the emu
 // kernel of its op: OnDevice<&at::native::layer_norm_cpu>::call.
+// The bytes of a kernel's tensor arguments, which it reads or writes: the
+// measure of its cost queue_kernel takes (EmuLaunch.h).
+inline size_t bytes_of(const at::Tensor& t) {
+  return t.defined() ? t.nbytes() : 0;
+}
+inline size_t bytes_of(const std::optional<at::Tensor>& t) {
+  return t.has_value() ? bytes_of(*t) : 0;
+}
+template <typename T>
+size_t bytes_of(const T&) {
+  return 0;
+}
+template <typename... Args>
+size_t tensor_bytes(const Args&... args) {
+  return (size_t{0} + ... + bytes_of(args));
+}
+
 template <auto fn>
 struct OnDevice;
 
@@ -214,7 +233,7 @@ struct OnDevice<fn> {
     if constexpr (std::is_void_v<R> && !draws_random_numbers<Args...>) {
       queue_on(
           device, [&] { fn(kernel_arg(std::forward<Args>(args), device)...); },
-          [&] { return replay(device, args...); }, kernel_name<fn>());
+          [&] { return replay(device, args...); }, kernel_name<fn>(), tensor_bytes(args...));
     } else {
       return run_on(
           device, [&]() -> R { return fn(kernel_arg(std::forward<Args>(args), device)...); },
@@ -344,6 +363,15 @@ struct NewOutputs final : Impl {
     return *outputs[i];
   }
   std::array<c10::ExclusivelyOwned<at::Tensor>, N> outputs;
+
+  // What the kernel writes.
+  size_t nbytes() const {
+    size_t total = 0;
+    for (const auto& out : outputs) {
+      total += out->defined() ? out->nbytes() : 0;
+    }
+    return total;
+  }
 };
 
 void check_inplace(const at::Tensor& self, c10::IntArrayRef sizes, const at::TensorOptions& options);
@@ -459,7 +487,9 @@ bool needs_host_tensors(const S& self) {
 // A Python number (a 0-dim "wrapped number" host tensor, double or int64)
 // with a same-kind emu tensor is converted to that tensor's dtype up front,
 // as CPU's iterator would, so that `x * 2.0` runs as is.
-at::Tensor match_wrapped_number(const at::Tensor& t, const at::Tensor& like);
+// Borrowed when nothing changes: a copy of a tensor Python owns takes the GIL
+// twice (its PyObject is kept alive while C++ shares it), the cost of a small op.
+c10::MaybeOwned<at::Tensor> match_wrapped_number(const at::Tensor& t, const at::Tensor& like);
 
 template <typename T>
 decltype(auto) with_dtype_of(T&& arg, const at::Tensor& like) {
@@ -467,6 +497,15 @@ decltype(auto) with_dtype_of(T&& arg, const at::Tensor& like) {
     return match_wrapped_number(arg, like);
   } else {
     return std::forward<T>(arg);
+  }
+}
+// with_dtype_of's result as the argument itself (it lives to the end of the call's full expression).
+template <typename T>
+decltype(auto) unwrap(T&& x) {
+  if constexpr (std::is_same_v<std::decay_t<T>, c10::MaybeOwned<at::Tensor>>) {
+    return static_cast<const at::Tensor&>(*x);
+  } else {
+    return std::forward<T>(x);
   }
 }
 
@@ -515,7 +554,7 @@ struct OnHost<fn> {
       if constexpr (draws_random_numbers<Rest...>) {
         run_on(device, kernel, make_replay, kernel_name<fn>());
       } else {
-        queue_on(device, kernel, make_replay, kernel_name<fn>());
+        queue_on(device, kernel, make_replay, kernel_name<fn>(), tensor_bytes(first, rest...));
       }
       return first;
     } else {
@@ -557,20 +596,21 @@ struct Structured<Impl, N, void (Base::*)(Self, Rest...)> {
   static auto functional(typename SchemaArg<Self>::type self, typename SchemaArg<Rest>::type... rest) {
     const c10::DeviceIndex device = common_device(self, rest...);
     check_dtypes_once(self, rest...);
-    return functional_on(device, with_dtype_of(self, self), with_dtype_of(rest, self)...);
+    return functional_on(device, unwrap(with_dtype_of(self, self)), unwrap(with_dtype_of(rest, self))...);
   }
 
   static at::Tensor& inplace(at::Tensor& self, typename SchemaArg<Rest>::type... rest) {
     const c10::DeviceIndex device = common_device(self, rest...);
     check_dtypes_once(self, rest...);
-    if (!inplace_as_is(device, self, with_dtype_of(rest, self)...)) {
+    if (!inplace_as_is(device, self, unwrap(with_dtype_of(rest, self))...)) {
       queue_on(
           device,
           [&] {
             HostAliases aliases;
             inplace_as_is(-1, aliases.alias(self), host_arg(aliases, rest)...);
           },
-          [&] { return replay_inplace(/*on_host=*/true, self, rest...); }, kernel_name<Impl>());
+          [&] { return replay_inplace(/*on_host=*/true, self, rest...); }, kernel_name<Impl>(),
+          tensor_bytes(self, rest...));
     }
     return self;
   }
@@ -593,7 +633,8 @@ struct Structured<Impl, N, void (Base::*)(Self, Rest...)> {
     };
     if (device >= 0) {
       queue_on(
-          device, kernel, [&] { return replay_inplace(/*on_host=*/false, self, rest...); }, kernel_name<Impl>());
+          device, kernel, [&] { return replay_inplace(/*on_host=*/false, self, rest...); }, kernel_name<Impl>(),
+          tensor_bytes(self, rest...));
     } else {
       kernel();
     }
@@ -611,14 +652,14 @@ struct Structured<Impl, N, void (Base::*)(Self, Rest...)> {
       queue_on(
           device, [&] { impl_into(op, self, rest...); },
           [&] { return replay_functional(outputs_of(op, std::make_index_sequence<N>()), self, rest...); },
-          kernel_name<Impl>());
+          kernel_name<Impl>(), op.nbytes() + tensor_bytes(self, rest...));
     } else {
       auto kernel = [&] { known_on_host(outputs_of(op, std::make_index_sequence<N>()), self, rest...); };
       auto make_owning = [&] { return replay_on_host(outputs_of(op, std::make_index_sequence<N>()), self, rest...); };
       if (promotes_integers_to_float(op)) {
         run_on(device, kernel, make_owning, kernel_name<Impl>());
       } else {
-        queue_on(device, kernel, make_owning, kernel_name<Impl>());
+        queue_on(device, kernel, make_owning, kernel_name<Impl>(), op.nbytes() + tensor_bytes(self, rest...));
       }
     }
     return take_outputs(op, std::make_index_sequence<N>());
