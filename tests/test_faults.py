@@ -162,6 +162,10 @@ def test_a_failed_copy_copies_nothing_and_the_next_one_works(baseline_memory):
     with faults.inject("copy"):
         with pytest.raises(torch.AcceleratorError, match="uncorrectable"):
             torch.ones(3).to("emu")
+    with faults.inject("copy"):
+        with pytest.raises(torch.AcceleratorError, match="uncorrectable"):
+            x[1].item()  # .item() is a device-to-host copy too
+    assert x[1].item() == 1.0
     del x
 
 

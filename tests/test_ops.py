@@ -200,6 +200,27 @@ def test_item_of_one_element_tensors():
         emu(torch.ones(2)).item()
 
 
+ITEM_DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.uint16,
+               torch.uint32, torch.uint64, torch.float16, torch.bfloat16, torch.float32, torch.float64,
+               torch.complex32, torch.complex64, torch.complex128, torch.float8_e4m3fn, torch.float8_e5m2]
+
+
+@pytest.mark.parametrize("dtype", ITEM_DTYPES, ids=str)
+def test_item_reads_the_element_as_cpu_does_in_every_dtype(dtype):
+    # .item() copies one element's bytes and makes the Scalar on the host: the
+    # element of a view at an offset, every dtype CPU's _local_scalar_dense takes.
+    values = torch.tensor([0.0, -3.0, 7.5, 1e4]) if dtype.is_floating_point or dtype.is_complex else \
+        torch.tensor([0, 1, 200, 3])
+    host = values.to(dtype) if dtype != torch.bool else values.bool()
+    if dtype.is_complex:
+        host = host * (1 + 2j) if dtype != torch.complex32 else (values.to(torch.complex64) * (1 + 2j)).to(dtype)
+    device = emu(host)
+    for i in range(4):
+        got, want = device[i].item(), host[i].item()
+        assert type(got) is type(want) and (got == want or (got != got and want != want)), (i, got, want)
+    assert device[2:].view(1, 2)[0, 1].item() == host[3].item()
+
+
 @pytest.mark.parametrize(
     "make",
     [

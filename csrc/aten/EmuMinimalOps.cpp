@@ -1,6 +1,7 @@
 // The minimal operator set: the ops every PrivateUse1 backend must implement
 // natively, because the fallback itself (and PyTorch's composite ops) build on
 // them. Everything else works through the fallback (EmuFallback.cpp).
+#include <ATen/Dispatch_v2.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/Resize.h>
 #include <ATen/native/ResizeCommon.h>
@@ -11,6 +12,9 @@
 #include <ATen/ops/view_native.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
+
+#include <array>
+#include <optional>
 
 #include "aten/EmuOps.h"
 #include "core/EmuDeviceAllocator.h"
@@ -148,16 +152,26 @@ at::Tensor& set_empty(at::Tensor& self) {
 // LITERALINCLUDE END: OP_SET
 
 // LITERALINCLUDE START: OP_SCALAR
-// .item(): the first element copied to the host, after the stream's work
-// finished (a copy to pageable host memory completes before the runtime
-// returns). As on CPU, .item() itself refuses more than one element; this
-// reads the first one of any non-empty tensor.
+// .item(): the first element, copied to the host as CUDA copies it: on the
+// tensor's current stream into pageable memory, which waits for the stream's
+// work (the copy is traced, modelled and fault-checked like any other). The
+// bytes land in a buffer on this thread's stack and become the Scalar here:
+// no host tensor, no second dispatch, which is most of a small op's time. As
+// on CPU, .item() itself refuses more than one element; this reads the first
+// one of any non-empty tensor.
 at::Scalar local_scalar_dense(const at::Tensor& self) {
   TORCH_CHECK(self.numel() > 0, "_local_scalar_dense: Empty tensor not supported");
   warn_or_error_on_sync("Tensor.item() (aten::_local_scalar_dense)");
-  at::Tensor host = at::empty({}, self.options().device(at::kCPU));
-  copy_from(self.as_strided({}, {}), host, /*non_blocking=*/true);
-  return host.item();
+  alignas(16) std::array<char, 16> bytes{}; // the widest dtype: complex double
+  TORCH_INTERNAL_ASSERT(self.element_size() <= static_cast<int64_t>(bytes.size()));
+  EMU_CHECK(emuMemcpyAsync(bytes.data(), self.const_data_ptr(), self.element_size(), emuMemcpyDeviceToHost,
+                           native_stream(current_stream(self.device().index()))));
+  std::optional<at::Scalar> value;
+  AT_DISPATCH_V2(self.scalar_type(), "_local_scalar_dense_emu",
+                 AT_WRAP([&] { value.emplace(*reinterpret_cast<const scalar_t*>(bytes.data())); }),
+                 AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), at::kComplexHalf, at::kHalf, at::kBool, at::kBFloat16,
+                 AT_EXPAND(AT_FLOAT8_TYPES), AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES));
+  return *value;
 }
 // LITERALINCLUDE END: OP_SCALAR
 
