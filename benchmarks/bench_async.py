@@ -15,7 +15,8 @@ ratios, the CPU time being measured in the blocking process, where no stream
 worker ever ran; the share of the launches of one step that were queued, ran
 at once, or had to wait; and, queued, when the host's call returned as a
 share of the step (the rest of the step the device works alone; before it,
-host and device overlap). Then the host time per queued launch (x.add_(1) on
+host and device overlap); and the peak device memory of a step in each mode
+against blocking. Then the host time per queued launch (x.add_(1) on
 8 floats, launched onto a stream held busy) against CPU running the same op.
 Targets are reported, never enforced.
 """
@@ -139,19 +140,23 @@ def host_share(step) -> float:
 
 def measure(quick: bool) -> dict:
     """name -> {emu, cpu (seconds per step), queued, at_once, waited (launches
-    of one step), host (host_share)}."""
+    of one step), peak (device bytes allocated at most during one step), host
+    (host_share)}."""
     results = {}
     for name, (make, _) in workloads().items():
         steps = {device: make(device) for device in ("emu", "cpu")}
         steps["emu"]()
         torch.emu.synchronize()
+        torch.emu.reset_peak_memory_stats()
         before = torch_emu._C._launch_counts()
         steps["emu"]()
         torch.emu.synchronize()
         counts = [a - b for a, b in zip(torch_emu._C._launch_counts(), before)]
+        peak = torch.emu.max_memory_allocated()
         t = bench(name, {"emu": (steps["emu"], sync_emu), "cpu": (steps["cpu"], no_sync)},
                   number=2 if quick else 8, repeats=3 if quick else 7, warmup=2)
-        results[name] = dict(t, host=host_share(steps["emu"]), **dict(zip(("queued", "at_once", "waited"), counts)))
+        results[name] = dict(t, host=host_share(steps["emu"]), peak=peak,
+                             **dict(zip(("queued", "at_once", "waited"), counts)))
     return results
 
 
@@ -207,6 +212,11 @@ def main() -> int:
         ratios = " | ".join(f"{runs[m][name]['emu'] / cpu:.2f}" for m in MODES)
         details.append(f"| {name} | {ratios} | {share(runs['adaptive'][name])} | {share(runs['queued'][name])} | "
                        f"{share(runs['auto'][name])} | {runs['queued'][name]['host']:.0%} |")
+    # Queued kernels keep their inputs' blocks from reuse until they ran: peak memory against blocking.
+    memory = "\n".join(f"| {name} | {runs['blocking'][name]['peak'] / 2**20:.2f} | " +
+                       " | ".join(f"{runs[m][name]['peak'] / runs['blocking'][name]['peak']:.2f}"
+                                  for m in ("adaptive", "queued", "auto")) + " |"
+                       for name in workloads())
     cost = launch_overhead(args.quick)
     rows.append(row("launch overhead: x.add_(1), 8 floats, host time per queued kernel", "µs/op",
                     cost["emu"] * 1e6, cost["cpu"] * 1e6, cost["emu"] / cost["cpu"]))
@@ -217,7 +227,10 @@ def main() -> int:
              f"\n\nThe main table is this machine's default ({default}) mode. CPU times come from the blocking "
              "run's process. Waited launches: ops without a native kernel, ops whose kernel allocates its outputs "
              "(output sizes from data, or no meta function), random ops. Host returns: when the step's call "
-             "returned, as a share of the step; until then host and device overlap.")
+             "returned, as a share of the step; until then host and device overlap.\n\n"
+             "Peak device memory of one step (torch.emu.max_memory_allocated):\n\n"
+             "| workload | blocking, MiB | adaptive / blocking | queued / blocking | auto / blocking |\n"
+             "|---|---:|---:|---:|---:|\n" + memory)
     return finish(args, start, machine, rows, notes=notes, gap_before_warning=True)
 
 
