@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The vendor kit in CI (after scripts/test.sh): the conformance suite on emu in each kernel
-# launch mode (queued, auto, blocking), on emu with only the minimal operators native and on the
+# launch mode (adaptive, the default; queued; auto; blocking), on emu with only the minimal operators native and on the
 # runtime in Python, each with a JSON report in build/kit/, then the `kit` tests, which build a
 # generated backend and run its conformance tiers and the tutorial's commands. They take minutes,
 # so the default test command leaves them out (pyproject.toml: -m "not kit").
@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 . .venv/bin/activate
 mkdir -p build/kit
 python -m torch_emu conformance --jobs 2 --json build/kit/emu.json
+TORCH_EMU_LAUNCH_QUEUED=1 python -m torch_emu conformance --jobs 2 --json build/kit/emu-queued.json
 TORCH_EMU_LAUNCH_QUEUED=0 python -m torch_emu conformance --jobs 2 --json build/kit/emu-auto.json
 TORCH_EMU_LAUNCH_BLOCKING=1 python -m torch_emu conformance --jobs 2 --json build/kit/emu-blocking.json
 TORCH_EMU_NATIVE_KERNELS=0 python -m torch_emu conformance --jobs 2 --json build/kit/emu-fallback.json
