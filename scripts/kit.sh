@@ -2,8 +2,10 @@
 # The vendor kit in CI (after scripts/test.sh): the conformance suite on emu in each kernel
 # launch mode (adaptive, the default; queued; auto; blocking), on emu with only the minimal operators native and on the
 # runtime in Python, each with a JSON report in build/kit/, then the `kit` tests, which build a
-# generated backend and run its conformance tiers and the tutorial's commands. They take minutes,
-# so the default test command leaves them out (pyproject.toml: -m "not kit").
+# generated backend and run its conformance tiers and the tutorial's commands (`torch-emu-kit
+# tutorial`; the generated backend's setup.sh installs torch-emu-kit from kit/ into a fresh
+# environment without torch-emu, as a vendor's). They take minutes, so the default test command
+# leaves them out (pyproject.toml: -m "not kit").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . .venv/bin/activate

@@ -16,6 +16,9 @@ python -m pip install --quiet --upgrade pip
 # the build (no build isolation), the rest comes from pyproject.toml.
 python -m pip install --quiet torch==2.13.0 ninja setuptools wheel
 start=$(date +%s)
+# The vendor kit, a pure-Python distribution of its own (kit/): the backend depends on it, and pip
+# must find it here, not on an index.
+python -m pip install --quiet --no-build-isolation -e ./kit
 python -m pip install --quiet --no-build-isolation -e ".[test]"
 # The operator registration examples: a package of their own, never loaded by the backend.
 python -m pip install --quiet --no-build-isolation --no-deps -e examples/registration

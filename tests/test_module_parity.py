@@ -13,7 +13,7 @@ The default run is every module in both modes and both dtypes, train in
 float32 and eval in float64, with at most ``MAX_INPUTS`` of its module inputs
 (evenly spread over the list: nn.Transformer has 64, each a whole model).
 ``TORCH_EMU_MODULE_FULL=1`` runs each mode in each dtype with every module
-input.  The comparisons are torch_emu/conformance/checks/_parity.py, which the
+input.  The comparisons are kit/torch_emu_kit/conformance/checks/_parity.py, which the
 conformance suite's ``module_parity`` tier runs too.  Known mismatches live in
 ``parity_known_failures.MODULE_FAILURES``.
 """
@@ -24,7 +24,7 @@ import sys
 import pytest
 import torch
 
-from torch_emu.conformance.checks import _parity  # the comparisons, shared with the conformance tier
+from torch_emu_kit.conformance.checks import _parity  # the comparisons, shared with the conformance tier
 
 sys.path.insert(0, os.path.dirname(__file__))
 from parity_known_failures import MODULE_FAILURES, marks_for  # noqa: E402

@@ -14,7 +14,7 @@ The default run is a CI-sized, deterministic subset: forward on every
 samples each.  ``TORCH_EMU_OPINFO_FULL=1`` runs every OpInfo, all samples,
 bfloat16 too, and backward on all of them.
 
-The comparisons are torch_emu/conformance/checks/_parity.py, which the conformance suite's
+The comparisons are kit/torch_emu_kit/conformance/checks/_parity.py, which the conformance suite's
 ``parity`` tier runs too. Known mismatches live in ``parity_known_failures.OPINFO_FAILURES``.
 """
 
@@ -24,7 +24,7 @@ import sys
 import pytest
 import torch
 
-from torch_emu.conformance.checks import _parity  # the comparisons, shared with the conformance tier
+from torch_emu_kit.conformance.checks import _parity  # the comparisons, shared with the conformance tier
 
 sys.path.insert(0, os.path.dirname(__file__))
 from parity_known_failures import OPINFO_FAILURES, marks_for  # noqa: E402

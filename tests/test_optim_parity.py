@@ -15,7 +15,7 @@ without ``capturable``.
 The default run is float32 with every configuration, each in one implementation,
 taken in turn (forloop, foreach, fused, forloop...: every implementation of every
 optimizer runs).  ``TORCH_EMU_OPTIM_FULL=1`` runs each configuration in every
-implementation, adds float64 and more steps.  The comparisons are torch_emu/conformance/checks/_parity.py,
+implementation, adds float64 and more steps.  The comparisons are kit/torch_emu_kit/conformance/checks/_parity.py,
 which the conformance suite's ``optim_parity`` tier runs too.  Known mismatches live in
 ``parity_known_failures.OPTIM_FAILURES``.
 """
@@ -26,7 +26,7 @@ import sys
 import pytest
 import torch
 
-from torch_emu.conformance.checks import _parity  # the comparisons, shared with the conformance tier
+from torch_emu_kit.conformance.checks import _parity  # the comparisons, shared with the conformance tier
 
 sys.path.insert(0, os.path.dirname(__file__))
 from parity_known_failures import OPTIM_FAILURES, marks_for  # noqa: E402

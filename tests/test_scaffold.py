@@ -1,4 +1,5 @@
-"""`python -m torch_emu new NAME`: the generated backend package, its validation, and (kit) its build and conformance."""
+"""`torch-emu-kit new NAME` (also `python -m torch_emu new NAME`): the generated backend package, its validation,
+and (kit) its build and conformance."""
 
 import json
 import os
@@ -9,10 +10,12 @@ import sys
 
 import pytest
 
-from torch_emu.__main__ import main
-from torch_emu.scaffold import CONFORMANCE_DIR, PLACEHOLDER, TEMPLATE, generate
+from torch_emu_kit import scaffold
+from torch_emu_kit.cli import main
+from torch_emu_kit.scaffold import PLACEHOLDER, TEMPLATE, generate, kit_requirement
 
-TOKENS = (PLACEHOLDER, PLACEHOLDER.upper(), "@TORCH_VERSION@", "@CONFORMANCE_DIR@")
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+TOKENS = (PLACEHOLDER, PLACEHOLDER.upper(), "@TORCH_VERSION@", "@KIT_REQUIREMENT@")
 EXPECTED = [
     ".ci/run", "README.md", "pyproject.toml", "setup.py", "scripts/setup.sh", "scripts/test.sh",
     "scripts/conformance.sh", "csrc/runtime/runtime.h", "csrc/runtime/runtime.cpp", "csrc/core/check.h",
@@ -44,7 +47,10 @@ def test_generates_every_part_with_the_name(tmp_path):
     assert 'mydev = "torch_mydev:_autoload"' in written["pyproject.toml"]
     assert 'rename_privateuse1_backend("mydev")' in written["torch_mydev/__init__.py"]
     assert "MYDEV_DEVICE_COUNT" in written["csrc/runtime/runtime.h"]
-    assert str(CONFORMANCE_DIR) in written["scripts/conformance.sh"] and (CONFORMANCE_DIR / "__main__.py").is_file()
+    # The backend's environment gets this very kit (scripts/setup.sh installs it from kit/, editable).
+    assert kit_requirement() == f"torch-emu-kit @ {(ROOT / 'kit').as_uri()}"
+    assert f'"${{TORCH_EMU_KIT:-{kit_requirement()}}}"' in written["scripts/setup.sh"]
+    assert "-m torch_emu_kit conformance" in written["scripts/conformance.sh"]
     import torch
 
     assert f"torch=={torch.__version__.split('+')[0]}" in written["scripts/setup.sh"]
@@ -53,12 +59,37 @@ def test_generates_every_part_with_the_name(tmp_path):
 
 def test_every_part_is_quoted_and_points_to_its_chapter(tmp_path):
     written = files(generate("mydev", tmp_path / "g"))
-    root = pathlib.Path(__file__).resolve().parent.parent
     for part in PARTS:
         text = written[part.format(n="mydev")]
         assert "LITERALINCLUDE START:" in text, part
         chapter = re.search(r"Guide: torch-emu (docs/guide/\w+\.md)", text)
-        assert chapter and (root / chapter.group(1)).is_file(), part
+        assert chapter and (ROOT / chapter.group(1)).is_file(), part
+
+
+class Installed:
+    """importlib.metadata's view of the installed kit: pip's direct_url.json (PEP 610), if any."""
+
+    version = "0.1.0"
+
+    def __init__(self, direct_url: dict | None):
+        self.direct_url = direct_url
+
+    def read_text(self, name: str) -> str | None:
+        assert name == "direct_url.json"
+        return None if self.direct_url is None else json.dumps(self.direct_url)
+
+
+@pytest.mark.parametrize("direct_url, requirement", [
+    (None, "torch-emu-kit==0.1.0"),  # from an index
+    ({"url": "file:///src/torch-emu/kit", "dir_info": {}}, "torch-emu-kit @ file:///src/torch-emu/kit"),
+    ({"url": "file:///w/torch_emu_kit-0.1.0-py3-none-any.whl", "archive_info": {}},
+     "torch-emu-kit @ file:///w/torch_emu_kit-0.1.0-py3-none-any.whl"),
+    ({"url": "https://example.org/torch-emu.git", "vcs_info": {"vcs": "git", "commit_id": "0123abc"},
+      "subdirectory": "kit"}, "torch-emu-kit @ git+https://example.org/torch-emu.git@0123abc#subdirectory=kit"),
+])
+def test_the_backend_installs_the_kit_from_where_it_came(monkeypatch, direct_url, requirement):
+    monkeypatch.setattr(scaffold.importlib.metadata, "distribution", lambda name: Installed(direct_url))
+    assert kit_requirement() == requirement
 
 
 def test_generated_python_compiles(tmp_path):
@@ -110,6 +141,7 @@ def test_cli(tmp_path, capsys):
 
 
 def new(*args, cwd):
+    """`python -m torch_emu new`: the backend's command line, which forwards to the kit's."""
     return subprocess.run([sys.executable, "-m", "torch_emu", "new", *args], capture_output=True, text=True,
                           timeout=300, cwd=cwd)
 
@@ -146,8 +178,8 @@ def test_generated_backend_builds_and_conforms(tmp_path):
     # Only one backend may own PrivateUse1 in a process: emu must not autoload next to kitdev.
     env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0", "PYTHONPATH": str(out)}
     report_file = tmp_path / "report.json"
-    subprocess.run([sys.executable, str(CONFORMANCE_DIR), "--import", "torch_kitdev", "--json", str(report_file)],
-                   cwd=out, env=env, capture_output=True, text=True, timeout=3000)
+    subprocess.run([sys.executable, "-m", "torch_emu_kit", "conformance", "--import", "torch_kitdev", "--json",
+                    str(report_file)], cwd=out, env=env, capture_output=True, text=True, timeout=3000)
     report = json.loads(report_file.read_text())
     assert report["device"] == "kitdev"
     tiers = {t["tier"]: t for t in report["tiers"]}

@@ -1,6 +1,5 @@
 """The tutorial docs/guide/build_your_own.md: its structure (fast) and every command in it, as written (kit)."""
 
-import importlib.util
 import os
 import pathlib
 import re
@@ -10,13 +9,12 @@ import textwrap
 
 import pytest
 
-from torch_emu.conformance.runner import discover
+from torch_emu_kit import tutorial
+from torch_emu_kit.cli import main
+from torch_emu_kit.conformance.runner import discover
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-RUNNER = ROOT / "scripts" / "run_tutorial.py"
-_spec = importlib.util.spec_from_file_location("run_tutorial", RUNNER)
-run_tutorial = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(run_tutorial)
+CHAPTER = ROOT / "docs" / "guide" / "build_your_own.md"
 
 # Issue 13's integration points, in its order: one step each.
 STEPS = ["streams and events", "caching allocator", "generator", "native kernels", "autograd", "AMP",
@@ -26,7 +24,7 @@ REFERENCE = "python -m torch_emu conformance"
 
 
 def chapter_commands():
-    return run_tutorial.commands(run_tutorial.CHAPTER.read_text())
+    return tutorial.commands(CHAPTER.read_text())
 
 
 def tiers_of(command: str) -> list[str]:
@@ -40,19 +38,19 @@ def tiers_of(command: str) -> list[str]:
 
 def test_every_command_is_one_the_runner_understands():
     cmds = chapter_commands()  # raises ValueError naming the line otherwise
-    assert cmds[0].text == "python -m torch_emu new mydev --dir mydev"
+    assert cmds[0].text == "torch-emu-kit new mydev --dir mydev"  # the vendor's command
     assert all(c.expected in (0, 1) for c in cmds)
 
 
 def test_steps_are_the_integration_points_in_order():
-    headings = re.findall(r"^## Step (\d+): (.+)$", run_tutorial.CHAPTER.read_text(), flags=re.M)
+    headings = re.findall(r"^## Step (\d+): (.+)$", CHAPTER.read_text(), flags=re.M)
     assert [int(n) for n, _ in headings] == list(range(len(STEPS) + 1))
     assert [title.lower() for _, title in headings[1:]] == [s.lower() for s in STEPS]
 
 
 def scaffold_table() -> dict[str, bool]:
     """Step 0's table: tier -> whether the fresh scaffold passes it."""
-    rows = re.findall(r"^\| ((?:`\w+`(?:, )?)+) \| (passes|fails|fail) \|", run_tutorial.CHAPTER.read_text(), flags=re.M)
+    rows = re.findall(r"^\| ((?:`\w+`(?:, )?)+) \| (passes|fails|fail) \|", CHAPTER.read_text(), flags=re.M)
     return {tier: result == "passes" for tiers, result in rows for tier in re.findall(r"`(\w+)`", tiers)}
 
 
@@ -105,9 +103,9 @@ def test_runner_keeps_one_session_and_checks_statuses(tmp_path, capfd):
         bash -c 'exit 3'   # exits 3: any status can be expected
         ```
         """)
-    assert [c.expected for c in run_tutorial.commands(open(chapter).read())] == [0, 0, 0, 1, 3]
-    assert run_tutorial.main([chapter]) == 0
-    assert run_tutorial.main([chapter, "--from", "Later", "--workdir", str(tmp_path)]) == 1  # GREETING unset
+    assert [c.expected for c in tutorial.commands(open(chapter).read())] == [0, 0, 0, 1, 3]
+    assert main(["tutorial", chapter]) == 0
+    assert main(["tutorial", chapter, "--from", "Later", "--workdir", str(tmp_path)]) == 1  # GREETING unset
     capfd.readouterr()
 
 
@@ -117,7 +115,7 @@ def test_runner_keeps_one_session_and_checks_statuses(tmp_path, capfd):
 ])
 def test_runner_stops_at_an_unexpected_status(tmp_path, capfd, body, status):
     chapter = write(tmp_path, f"```bash\n{body}touch should-not-exist\n```\n")
-    assert run_tutorial.main([chapter, "--workdir", str(tmp_path)]) == 1
+    assert main(["tutorial", chapter, "--workdir", str(tmp_path)]) == 1
     assert status in capfd.readouterr().err
     assert not (tmp_path / "should-not-exist").exists()
 
@@ -128,14 +126,28 @@ def test_runner_stops_at_an_unexpected_status(tmp_path, capfd, body, status):
 ])
 def test_runner_rejects_lines_it_cannot_run_one_by_one(line):
     with pytest.raises(ValueError, match="line 2"):
-        run_tutorial.commands(f"```bash\n{line}\n```\n")
+        tutorial.commands(f"```bash\n{line}\n```\n")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["/nonexistent/chapter.md"], "argument chapter: no such file: /nonexistent/chapter.md"),
+    ([str(CHAPTER), "--workdir", "/nonexistent-dir"], "argument --workdir: no such folder: /nonexistent-dir"),
+    ([str(CHAPTER), "--from", "No such heading"], "no command under a heading starting with 'No such heading'"),
+])
+def test_runner_refuses_a_bad_command_line_before_running(args, message, capsys):
+    try:
+        status = main(["tutorial", *args])
+    except SystemExit as exit:  # refused by the parser
+        status = exit.code
+    assert status == 2 and message in capsys.readouterr().err
 
 
 @pytest.mark.kit
 def test_whole_chapter_runs():
     """Generates and builds a backend with the scaffold, then runs every command of the chapter."""
-    # `python` in the chapter is this interpreter, with torch-emu importable as it is here (installed,
-    # or PYTHONPATH): nothing is added that the generated backend's own scripts would inherit.
+    # `python` and `torch-emu-kit` in the chapter are this interpreter's, with torch-emu importable as it
+    # is here (installed, or PYTHONPATH): nothing is added that the generated backend's own scripts would inherit.
     env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
-    r = subprocess.run([sys.executable, str(RUNNER)], capture_output=True, text=True, env=env, timeout=3600)
+    r = subprocess.run([sys.executable, "-m", "torch_emu_kit", "tutorial", str(CHAPTER)], capture_output=True,
+                       text=True, env=env, timeout=3600)
     assert r.returncode == 0, (r.stdout + r.stderr)[-20000:]

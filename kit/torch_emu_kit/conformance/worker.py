@@ -1,6 +1,6 @@
 """One tier in a fresh process: ``python worker.py MODULE_PATH RESULTS_FILE [DEVICE] [IMPORT...]``.
 
-Runs by file path (not as part of torch_emu) so that the only backend in the process is the one
+Runs by file path (not as part of a package) so that the only backend in the process is the one
 torch autoloads or ``--import`` names. Writes one JSON line per event to RESULTS_FILE and flushes
 it at once, so that the parent knows which check was running if this process dies or hangs.
 """

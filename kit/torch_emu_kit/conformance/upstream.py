@@ -7,8 +7,8 @@ CPU that PyTorch's own tests see. Each file runs in a process of its own with a 
 that does not import against the installed torch (a checkout newer or older than it) is reported
 as version skew, not counted.
 
-  python -m torch_emu upstream --pytorch ~/src/pytorch --file test_torch.py
-  python <torch-emu checkout>/torch_emu/conformance/upstream.py --pytorch ... --import torch_foo
+  torch-emu-kit upstream --pytorch ~/src/pytorch --file test_torch.py
+  torch-emu-kit upstream --pytorch ~/src/pytorch --import torch_foo   # a backend torch does not autoload
 
 A skip file (``--skip-file``, written by ``--write-skip-file``) says per test file which device
 tests not to run and why, by test (``skipped_testcases``) or by OpInfo operator (``op_skips``):
@@ -23,12 +23,8 @@ import sys
 import tempfile
 from collections import Counter
 
-if __package__:
-    from .argtypes import existing, output_file, positive
-    from .runner import run_worker
-else:  # run from the folder, outside the torch_emu package (see __main__.py)
-    from argtypes import existing, output_file, positive
-    from runner import run_worker
+from ..argtypes import existing, output_file, positive
+from .runner import run_worker
 
 WORKER = pathlib.Path(__file__).resolve().parent / "upstream_worker.py"
 
@@ -280,14 +276,3 @@ def run(args: argparse.Namespace) -> int:
     if args.write_skip_file:
         pathlib.Path(args.write_skip_file).write_text(json.dumps(skip_file_of(reports, skips), indent=2) + "\n")
     return 0 if failing == 0 else 1
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m torch_emu upstream", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,9 +1,8 @@
 """Checks of command-line values, shaped as argparse types: a bad value is refused at once, with
 one line naming it, before any work is done.
 
-Shared by the commands of ``python -m torch_emu`` (conformance, upstream, new, demo). Like the
-runner, it imports nothing of torch_emu: the suite also runs from its folder, where emu must not
-load (see __main__.py).
+Shared by the kit's commands (conformance, upstream, new) and by torch-emu's own
+(``python -m torch_emu demo --steps``).
 """
 
 import argparse

@@ -1,9 +1,10 @@
-#!/usr/bin/env python
-"""Runs the shell commands of a tutorial chapter the way a reader types them.
+"""Runs the shell commands of a tutorial chapter (Markdown) the way a reader types them.
 
-    python scripts/run_tutorial.py [CHAPTER] [--from HEADING] [--workdir DIR] [--list]
+    torch-emu-kit tutorial CHAPTER [--from HEADING] [--workdir DIR] [--list]
 
-The convention (docs/guide/build_your_own.md states it for its readers):
+It checks that a chapter's commands still work, in CI: torch-emu runs its "Build your own
+backend" chapter (docs/guide/build_your_own.md, which states the convention for its readers),
+a vendor can run their own chapters. The convention:
 
 - Every ```bash block of the chapter is run, in the chapter's order, in one bash session that
   starts in a fresh temporary directory, so `cd` and `export` carry over from block to block.
@@ -25,8 +26,8 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-CHAPTER = ROOT / "docs" / "guide" / "build_your_own.md"
+from .argtypes import existing
+
 FENCE = re.compile(r"^(`{3,})(\S*)")
 EXPECTED = re.compile(r"\s#\s*exits\s+(\d+)\b")
 # Things a line-by-line session cannot run as one command.
@@ -104,29 +105,31 @@ def script(cmds: list[Command], workdir: str, chapter: str) -> str:
         "set -o pipefail",
         f"cd {shlex.quote(workdir)}",
         "__tutorial_check() { if [ \"$1\" -ne \"$2\" ]; then",
-        "  printf 'run_tutorial: %s: exited %s, expected %s\\n' \"$3\" \"$1\" \"$2\" >&2; exit 1; fi; }",
+        "  printf 'tutorial: %s: exited %s, expected %s\\n' \"$3\" \"$1\" \"$2\" >&2; exit 1; fi; }",
     ]
     for cmd in cmds:
         where = f"{chapter}:{cmd.line} ({cmd.heading}): {cmd.text}"
         lines += [f"printf '\\n$ %s\\n' {shlex.quote(cmd.text)}", cmd.text,
                   f"__tutorial_check $? {cmd.expected} {shlex.quote(where)}"]
-    lines.append("printf '\\nrun_tutorial: all %s commands gave the expected status\\n' " + str(len(cmds)))
+    lines.append("printf '\\ntutorial: all %s commands gave the expected status\\n' " + str(len(cmds)))
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("chapter", nargs="?", default=str(CHAPTER))
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("chapter", type=existing("file"), help="the Markdown chapter whose bash blocks to run")
     parser.add_argument("--from", dest="start", metavar="HEADING",
                         help="start at the first command under a heading that starts with HEADING")
-    parser.add_argument("--workdir", help="run in DIR instead of a fresh temporary directory")
+    parser.add_argument("--workdir", type=existing("folder"),
+                        help="run in DIR (an existing folder) instead of a fresh temporary directory")
     parser.add_argument("--list", action="store_true", help="print the commands and their expected status")
-    args = parser.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> int:
     path = pathlib.Path(args.chapter)
     try:
         cmds = starting_at(commands(path.read_text()), args.start)
     except ValueError as error:
-        print(f"run_tutorial: {path}: {error}", file=sys.stderr)
+        print(f"tutorial: {path}: {error}", file=sys.stderr)
         return 2
     if args.list:
         for cmd in cmds:
@@ -135,7 +138,3 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="tutorial-") as tmp:
         workdir = os.path.abspath(args.workdir or tmp)
         return subprocess.run(["bash", "-c", script(cmds, workdir, str(path))], stdin=subprocess.DEVNULL).returncode
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -12,12 +12,8 @@ import sys
 import tempfile
 import time
 
-if __package__:
-    from .argtypes import existing, output_file, positive
-    from .worker import checks_of, load_module
-else:  # run from the folder, outside the torch_emu package (see __main__.py)
-    from argtypes import existing, output_file, positive
-    from worker import checks_of, load_module
+from ..argtypes import existing, output_file, positive
+from .worker import checks_of, load_module
 
 HERE = pathlib.Path(__file__).resolve().parent
 WORKER = HERE / "worker.py"
@@ -178,9 +174,3 @@ def run(args: argparse.Namespace) -> int:
         pathlib.Path(args.json).write_text(json.dumps({"device": report[0]["device"] if report else args.device,
                                                   "ok": ok, "tiers": report}, indent=2))
     return 0 if ok else 1
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m torch_emu conformance", description=__doc__)
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
