@@ -22,8 +22,8 @@ COMMANDS = {
 def add_commands(commands: argparse._SubParsersAction) -> None:
     """Adds the kit's commands to ``commands`` (``parser.add_subparsers()``); a parsed command
     line's ``args.run(args)`` then runs the command."""
-    for name, (module, help) in COMMANDS.items():
-        parser = commands.add_parser(name, help=help, description=help)
+    for name, (module, summary) in COMMANDS.items():
+        parser = commands.add_parser(name, help=summary, description=summary)
         module.add_arguments(parser)
         parser.set_defaults(run=module.run)
 
