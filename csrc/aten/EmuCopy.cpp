@@ -13,6 +13,7 @@
 #include "aten/EmuOps.h"
 #include "core/EmuException.h"
 #include "core/EmuHostAllocator.h"
+#include "core/EmuKernelContext.h"
 #include "core/EmuLaunch.h"
 #include "core/EmuStream.h"
 #include "core/EmuSyncDebug.h"

@@ -18,7 +18,7 @@
 
 #include "aten/EmuOps.h"
 #include "core/EmuDeviceAllocator.h"
-#include "core/EmuGraph.h"
+#include "core/EmuKernelAllocator.h"
 #include "core/EmuException.h"
 #include "core/EmuStorageImpl.h"
 #include "core/EmuStream.h"

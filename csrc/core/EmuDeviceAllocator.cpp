@@ -11,8 +11,7 @@
 #include <utility>
 
 #include "core/EmuException.h"
-#include "core/EmuIpc.h"
-#include "core/EmuLaunch.h"
+#include "core/EmuKernelContext.h"
 #include "core/EmuStream.h"
 #include "runtime/emu_runtime.h"
 
@@ -622,7 +621,13 @@ Block* malloc_block(DeviceCache& dc, size_t nbytes, c10::Stream stream,
 }
 // LITERALINCLUDE END: DEVICE_ALLOCATOR_MALLOC
 
+std::atomic<size_t (*)()> g_release_before_oom{nullptr};
+
 } // namespace
+
+void set_release_before_oom(size_t (*release)()) {
+  g_release_before_oom.store(release, std::memory_order_release);
+}
 
 DeviceCache& EmuDeviceAllocator::cache(c10::DeviceIndex device) {
   std::call_once(caches_once_, [this] {
@@ -656,7 +661,8 @@ c10::DataPtr EmuDeviceAllocator::allocate(size_t nbytes) {
     // As CUDA does before giving up: free what was kept only for other
     // processes that have since let go (IPC), outside the cache's lock since
     // it frees through this allocator.
-    if (ipc_collect() > 0) {
+    size_t (*release)() = g_release_before_oom.load(std::memory_order_acquire);
+    if (release != nullptr && release() > 0) {
       block = malloc_block(cache(device), nbytes, stream, context, /*raise_oom_error=*/true);
     } else {
       std::lock_guard<std::mutex> guard(cache(device).mutex);

@@ -150,6 +150,12 @@ class EmuDeviceAllocator final : public c10::DeviceAllocator {
 // The process-wide instance (also what c10::GetAllocator(PrivateUse1) returns).
 EmuDeviceAllocator* device_allocator();
 
+// What the allocator calls before it raises out of memory, to free memory
+// kept for others that no longer need it (IPC's ipc_collect, which registers
+// itself: IPC is built on the allocator, not the other way round); it returns
+// how many allocations it freed.
+void set_release_before_oom(size_t (*release)());
+
 // Whether `ptr` points into emu device memory (any device, any allocation).
 bool is_device_ptr(const void* ptr);
 

@@ -6,7 +6,7 @@
 // that launched it are gone, on the same memory. So each capturable launch
 // hands over a closure that owns what the kernel reads (EmuLaunch.h), and the
 // memory the kernel allocated while it was captured is handed to it again, in
-// the same order, when it replays (allocate_device).
+// the same order, when it replays (KernelBlocksScope, EmuKernelAllocator.h).
 
 #include "core/EmuGraph.h"
 
@@ -30,7 +30,8 @@
 #include "core/EmuDeviceAllocator.h"
 #include "core/EmuException.h"
 #include "core/EmuGenerator.h"
-#include "core/EmuLaunch.h"
+#include "core/EmuKernelAllocator.h"
+#include "core/EmuKernelContext.h"
 #include "core/EmuStream.h"
 #include "runtime/emu_runtime_faults.h"
 #include "runtime/emu_runtime_graph.h"
@@ -88,27 +89,20 @@ struct CapturedKernel {
   at::ThreadLocalState state;
   bool captured = false;
   // The blocks the kernel allocated in its first run, in order.
-  std::vector<std::pair<void*, size_t>> allocations;
+  KernelBlocks allocations;
   std::exception_ptr error;
 };
-
-thread_local CapturedKernel* tls_recording = nullptr; // first run
-thread_local CapturedKernel* tls_replaying = nullptr;
-thread_local size_t tls_replay_next = 0;
 
 int run_captured(void* user_data) {
   auto* k = static_cast<CapturedKernel*>(user_data);
   k->error = run_as_kernel(k->stream, k->launcher, [k] {
     if (!k->captured) {
       k->captured = true;
-      tls_recording = k;
-      struct Reset { ~Reset() { tls_recording = nullptr; } } reset;
+      const KernelBlocksScope record(k->allocations, KernelBlocksScope::kRecord);
       k->kernel();
     } else {
       const at::ThreadLocalStateGuard state(k->state);
-      tls_replaying = k;
-      tls_replay_next = 0;
-      struct Reset { ~Reset() { tls_replaying = nullptr; } } reset;
+      const KernelBlocksScope replay(k->allocations, KernelBlocksScope::kReplay);
       k->replay();
     }
   });
@@ -118,23 +112,6 @@ int run_captured(void* user_data) {
 
 void destroy_captured(void* user_data) {
   delete static_cast<CapturedKernel*>(user_data);
-}
-
-void keep_block(void* /*ptr*/) {}
-
-// Replay memory: the block the same allocation got when the kernel was
-// captured. A replay that allocates differently (a size that does not match)
-// gets ordinary memory for that allocation.
-std::optional<c10::DataPtr> replayed_block(size_t nbytes) {
-  CapturedKernel* k = tls_replaying;
-  if (k == nullptr || tls_replay_next >= k->allocations.size() ||
-      k->allocations[tls_replay_next].second != nbytes) {
-    return std::nullopt;
-  }
-  void* ptr = k->allocations[tls_replay_next++].first;
-  // Not owning: the graph's pool holds the block. The context is the pointer
-  // itself, as raw_allocate requires; raw frees of it are skipped.
-  return c10::DataPtr(ptr, ptr, &keep_block, c10::Device(c10::DeviceType::PrivateUse1, k->stream.device_index()));
 }
 
 } // namespace
@@ -172,35 +149,6 @@ void check_no_capture(c10::DeviceIndex device) {
   check_not_capturing_locked(device);
 }
 
-bool is_replayed_block(const void* ptr) {
-  const CapturedKernel* k = tls_replaying;
-  if (k == nullptr) {
-    return false;
-  }
-  for (const auto& [block, nbytes] : k->allocations) {
-    if (block == ptr) {
-      return true;
-    }
-  }
-  return false;
-}
-
-// LITERALINCLUDE START: ALLOCATE_DEVICE
-c10::DataPtr allocate_device(size_t nbytes) {
-  if (C10_UNLIKELY(tls_replaying != nullptr)) {
-    if (std::optional<c10::DataPtr> block = replayed_block(nbytes)) {
-      return std::move(*block);
-    }
-  }
-  // During a capture the allocator serves the capturing stream from the
-  // graph's private pool (beginAllocateToPool in capture_begin).
-  c10::DataPtr data = device_allocator()->allocate(nbytes);
-  if (C10_UNLIKELY(tls_recording != nullptr) && data.get() != nullptr) {
-    tls_recording->allocations.emplace_back(data.get(), nbytes);
-  }
-  return data;
-}
-// LITERALINCLUDE END: ALLOCATE_DEVICE
 
 // LITERALINCLUDE START: LAUNCH_CAPTURED
 void launch_captured(const c10::Stream& stream, c10::function_ref<void()> kernel,
@@ -212,6 +160,7 @@ void launch_captured(const c10::Stream& stream, c10::function_ref<void()> kernel
                                 "Run it outside the captured region.");
   }
   auto* k = new CapturedKernel{stream, launching_thread(), what, (*make_replay)(), kernel, at::ThreadLocalState()};
+  k->allocations.device = stream.device_index();
   emuStream_t native = native_stream(stream);
   // Named even with no fault armed: the graph keeps the name, for a fault
   // armed before a replay (the runtime replays each kernel under its name).
@@ -367,7 +316,7 @@ class EmuGraphImpl final : public at::GraphImplInterface {
       out << i << ": " << text;
       if (std::strncmp(text, "kernel", 6) == 0 && kernel < kernels_.size()) {
         const CapturedKernel* k = kernels_[kernel++];
-        out << " " << k->what << " (" << k->allocations.size() << " allocations)";
+        out << " " << k->what << " (" << k->allocations.blocks.size() << " allocations)";
       }
       out << "\n";
     }

@@ -3,7 +3,6 @@
 // captured work comes from, and how a captured kernel runs again.
 #pragma once
 
-#include <c10/core/Allocator.h>
 #include <c10/core/Stream.h>
 #include <c10/util/FunctionRef.h>
 
@@ -23,17 +22,6 @@ void check_not_capturing(const char* operation);
 // synchronises, which would invalidate that capture).
 void check_no_capture(c10::DeviceIndex device);
 
-// LITERALINCLUDE START: GRAPH_ALLOCATE
-// Device memory for a new tensor. During a capture, memory allocated on the
-// capturing stream belongs to the graph's private pool: nothing else gets it
-// while the graph may still write it. While a captured kernel replays, its
-// allocations get the blocks they got when it was captured.
-c10::DataPtr allocate_device(size_t nbytes);
-// LITERALINCLUDE END: GRAPH_ALLOCATE
-
-// Whether `ptr` is a block allocate_device handed to the kernel replaying on
-// this thread (a raw free of it must not free the graph's memory).
-bool is_replayed_block(const void* ptr);
 
 // Called by launch_kernel for a launch onto a capturing stream: records the
 // kernel into the graph and runs it once (its results are needed now).

@@ -249,6 +249,10 @@ size_t ipc_collect() {
 }
 // LITERALINCLUDE END: IPC_COLLECT
 
+// Before it raises out of memory, the allocator collects what was kept only
+// for other processes that have since let go, as CUDA's does.
+const bool collect_before_oom = (set_release_before_oom(&ipc_collect), true);
+
 void release_received_storages() {
   std::lock_guard<std::mutex> guard(received().mutex);
   for (ReceivedData* data : received().alive) {

@@ -1,7 +1,6 @@
 #include "core/EmuLaunch.h"
 
 #include <ATen/Parallel.h>
-#include <c10/core/CPUAllocator.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/SmallVector.h>
@@ -15,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "core/EmuDeviceAllocator.h"
 #include "core/EmuException.h"
 #include "core/EmuGraph.h"
+#include "core/EmuKernelContext.h"
 #include "core/EmuStream.h"
 #include "runtime/emu_runtime_env.h"
 #include "runtime/emu_runtime_faults.h"
@@ -26,67 +25,8 @@
 namespace torch_emu {
 namespace {
 
-thread_local c10::DeviceIndex tls_kernel_device = -1;
-thread_local c10::StreamId tls_kernel_stream = -1;
-thread_local std::thread::id tls_launcher; // valid while tls_kernel_device >= 0
-c10::DeleterFnPtr cpu_raw_deleter = nullptr;
-// Queued launches take numbers in this order (the allocator's stream order),
-// so it also counts them; waited ones are only counted.
-std::atomic<uint64_t> g_launch_order{0};
 std::atomic<uint64_t> g_waited_launches{0};
 std::atomic<uint64_t> g_at_once_launches{0};
-
-// Kernels also use raw_allocate/raw_deallocate for scratch space; a raw
-// pointer is freed by whichever allocator it came from.
-void raw_delete(void* ptr) {
-  if (C10_UNLIKELY(is_replayed_block(ptr))) {
-    return; // the graph's memory, lent to a replaying kernel
-  }
-  if (is_device_ptr(ptr)) {
-    device_allocator()->raw_deleter()(ptr);
-  } else {
-    cpu_raw_deleter(ptr);
-  }
-}
-
-// LITERALINCLUDE START: KERNEL_CPU_ALLOCATOR
-// CPU kernels allocate their outputs (and scratch) with the CPU allocator.
-// Inside an emu kernel this allocator hands out emu device memory instead, so
-// the outputs of a CPU kernel already live on the device and become emu
-// tensors without a copy. Outside kernels it is the ordinary CPU allocator.
-struct KernelAwareCPUAllocator final : public c10::Allocator {
-  explicit KernelAwareCPUAllocator(c10::Allocator* cpu) : cpu_(cpu) {
-    cpu_raw_deleter = cpu->raw_deleter();
-  }
-
-  c10::DataPtr allocate(size_t nbytes) override {
-    if (tls_kernel_device < 0) {
-      return cpu_->allocate(nbytes);
-    }
-    c10::DataPtr data = allocate_device(nbytes);
-    // The kernel sees a CPU tensor; the fallback re-tags it as emu after.
-    data.unsafe_set_device(c10::Device(c10::DeviceType::CPU));
-    return data;
-  }
-
-  c10::DeleterFnPtr raw_deleter() const override {
-    return &raw_delete;
-  }
-
-  void copy_data(void* dest, const void* src, std::size_t count) const override {
-    std::memcpy(dest, src, count); // only ever called from inside kernels
-  }
-
- private:
-  c10::Allocator* cpu_;
-};
-
-const bool cpu_allocator_installed = [] {
-  static KernelAwareCPUAllocator allocator(c10::GetCPUAllocator());
-  c10::SetCPUAllocator(&allocator, /*priority=*/100);
-  return true;
-}();
-// LITERALINCLUDE END: KERNEL_CPU_ALLOCATOR
 
 // LITERALINCLUDE START: WORKER_TEAM
 // From torch's OpenMP runtime, which is loaded with libtorch_cpu (weak: a
@@ -206,54 +146,8 @@ int run_kernel(void* user_data) {
 
 } // namespace
 
-// LITERALINCLUDE START: RUN_KERNEL
-std::exception_ptr run_as_kernel(const c10::Stream& stream, std::thread::id launcher,
-                                 c10::function_ref<void()> body) {
-  const c10::DeviceIndex device = stream.device_index();
-  const c10::DeviceIndex outer_kernel = tls_kernel_device;
-  const c10::StreamId outer_kernel_stream = tls_kernel_stream;
-  const std::thread::id outer_launcher = tls_launcher;
-  int outer_device = 0;
-  (void)emuGetDevice(&outer_device);
-  const bool switch_device = outer_device != device; // usually the same
-  std::exception_ptr error;
-  try {
-    if (switch_device) {
-      EMU_CHECK(emuSetDevice(device));
-    }
-    const c10::Stream outer_stream = exchange_stream(stream);
-    tls_kernel_device = device;
-    tls_kernel_stream = stream.id();
-    tls_launcher = launcher;
-    try {
-      body();
-    } catch (...) {
-      error = std::current_exception();
-    }
-    exchange_stream(outer_stream);
-  } catch (...) {
-    error = std::current_exception();
-  }
-  tls_kernel_device = outer_kernel;
-  tls_kernel_stream = outer_kernel_stream;
-  tls_launcher = outer_launcher;
-  if (switch_device) {
-    (void)emuSetDevice(outer_device);
-  }
-  return error;
-}
-// LITERALINCLUDE END: RUN_KERNEL
-
 // LITERALINCLUDE START: LAUNCH_KERNEL
 namespace {
-
-// Launched by a kernel running on this very stream (a native kernel whose CPU
-// code calls other ops): it is part of that kernel, run it now. The runtime
-// would also run it in place (work submitted from inside running work); this
-// skips the submit, device and stream switches of a launch.
-bool inside_kernel_on(const c10::Stream& stream) {
-  return tls_kernel_device == stream.device_index() && tls_kernel_stream == stream.id();
-}
 
 // While faults are armed, launches carry their kernel's name, so that a fault
 // can fail the kernels of one op (emu_runtime_faults.h).
@@ -317,39 +211,7 @@ struct QueuedKernel {
   uint64_t order; // its place in launch order
   QueuedKernel* next_finished = nullptr;
 };
-
-thread_local uint64_t tls_queued_order = 0; // the queued kernel this thread runs
 // LITERALINCLUDE END: QUEUE_KERNEL
-
-// LITERALINCLUDE START: OPENMP_THREADS_ORDER
-// The launch orders of the queued kernels running now (one per busy stream).
-// The OpenMP threads a kernel's CPU code starts (at::parallel_for) allocate
-// for it without its thread-locals; they take the oldest running kernel's
-// place in launch order, which is safe for whichever kernel they work for.
-std::mutex g_running_mutex;
-c10::SmallVector<uint64_t, 8> g_running_orders;
-
-struct RunningQueuedKernel {
-  explicit RunningQueuedKernel(uint64_t order) : order(order) {
-    tls_queued_order = order;
-    const std::lock_guard<std::mutex> lock(g_running_mutex);
-    g_running_orders.push_back(order);
-  }
-  ~RunningQueuedKernel() {
-    tls_queued_order = 0;
-    const std::lock_guard<std::mutex> lock(g_running_mutex);
-    g_running_orders.erase(std::find(g_running_orders.begin(), g_running_orders.end(), order));
-  }
-  RunningQueuedKernel(const RunningQueuedKernel&) = delete;
-  RunningQueuedKernel& operator=(const RunningQueuedKernel&) = delete;
-  const uint64_t order;
-};
-
-uint64_t oldest_running_queued_order() {
-  const std::lock_guard<std::mutex> lock(g_running_mutex);
-  return g_running_orders.empty() ? 0 : *std::min_element(g_running_orders.begin(), g_running_orders.end());
-}
-// LITERALINCLUDE END: OPENMP_THREADS_ORDER
 
 // LITERALINCLUDE START: FINISHED_KERNELS
 // Finished kernels are deleted by the next launch, on a launching thread, not
@@ -514,7 +376,7 @@ void queue_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel,
     body = make_owning();
   }
   auto* job = new QueuedKernel{std::move(body), stream, {}, what,
-                               g_launch_order.fetch_add(1, std::memory_order_relaxed) + 1};
+                               take_launch_order()};
   name_launch_for_faults(what);
   const emuError_t err = emuLaunchKernelAsync(native_stream(stream), &run_queued, job);
   if (err != emuSuccess && err != emuErrorLaunchFailure) {
@@ -525,19 +387,8 @@ void queue_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel,
 // LITERALINCLUDE END: QUEUE_KERNEL_LAUNCH
 
 LaunchCounts launch_counts() {
-  return {g_launch_order.load(std::memory_order_relaxed), g_at_once_launches.load(std::memory_order_relaxed),
+  return {launches_ordered(), g_at_once_launches.load(std::memory_order_relaxed),
           g_waited_launches.load(std::memory_order_relaxed)};
-}
-
-uint64_t stream_order_now() {
-  return tls_queued_order != 0 ? tls_queued_order : g_launch_order.load(std::memory_order_relaxed);
-}
-
-uint64_t queued_kernel_launch_order() {
-  if (tls_queued_order != 0 || !at::in_parallel_region()) {
-    return tls_queued_order;
-  }
-  return oldest_running_queued_order();
 }
 
 bool making_queued_kernel() {
@@ -570,14 +421,6 @@ KernelName::~KernelName() {
   if (pushed_) {
     (void)emuTracePopName();
   }
-}
-
-c10::DeviceIndex kernel_device() {
-  return tls_kernel_device;
-}
-
-std::thread::id launching_thread() {
-  return tls_kernel_device >= 0 ? tls_launcher : std::this_thread::get_id();
 }
 
 } // namespace torch_emu

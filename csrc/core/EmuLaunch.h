@@ -76,14 +76,6 @@ c10::Storage queued_view_of(const c10::Storage& storage);
 // Whether this thread is making a queued kernel's closure right now.
 bool making_queued_kernel();
 
-// Launch order, for the caching allocator's stream order: every queued launch
-// takes the next number. stream_order_now() is where the calling thread is in
-// it (the number of its queued kernel inside one, else the latest launch);
-// queued_kernel_launch_order() is that number inside a queued kernel (also on
-// the OpenMP threads working for one), else 0.
-uint64_t stream_order_now();
-uint64_t queued_kernel_launch_order();
-
 // Launches since the process started: queued (returned before their kernel
 // ran), queueable ones that ran at once on an idle stream, and those that had
 // to wait for their kernel (launch_kernel: the fallback, kernels that
@@ -96,12 +88,6 @@ struct LaunchCounts {
 };
 LaunchCounts launch_counts();
 // LITERALINCLUDE END: QUEUE_KERNEL_DECL
-
-// Runs `body` as device work of `stream`, launched by `launcher`, on this
-// thread (current device and stream, kernel allocator); returns what it
-// threw. For the runtime's launches (launch_kernel, captured kernels of graphs).
-std::exception_ptr run_as_kernel(const c10::Stream& stream, std::thread::id launcher,
-                                 c10::function_ref<void()> body);
 
 // Names the kernels the calling thread launches while it lives (innermost
 // wins) in the profiler's device trace; by default a kernel is named after the
@@ -116,13 +102,5 @@ class KernelName {
  private:
   bool pushed_;
 };
-
-// The device whose work the calling thread is running, or -1 outside kernels.
-c10::DeviceIndex kernel_device();
-
-// The thread that launched the kernel the calling thread runs (the outermost
-// launcher for nested launches), or the calling thread outside kernels: whose
-// behalf allocations are made on (torch.emu.use_mem_pool routes by it).
-std::thread::id launching_thread();
 
 } // namespace torch_emu

@@ -23,6 +23,7 @@
 #include <utility>
 
 #include "aten/kernels/EmuKernel.h"
+#include "core/EmuKernelContext.h"
 
 namespace torch_emu {
 namespace {

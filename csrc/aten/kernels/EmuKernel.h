@@ -243,7 +243,7 @@ struct OnDevice<fn> {
 
  private:
   // Calls fn again on kept arguments; its outputs get the memory they got
-  // when captured (allocate_device in EmuGraph.h), so they are dropped.
+  // when captured (allocate_device in EmuKernelAllocator.h), so they are dropped.
   static std::function<void()> replay(c10::DeviceIndex device, const std::decay_t<Args>&... args) {
     return [device, kept = std::make_tuple(keep(args)...)]() mutable {
       std::apply([&](auto&... a) { (void)fn(kernel_arg(borrow(a), device)...); }, kept);
