@@ -26,7 +26,7 @@
 
 namespace torch_emu {
 
-// Defined in EmuDeviceAllocator.cpp.
+// Defined in EmuDeviceAllocatorState.h (the allocator's own files only).
 struct Block;       // a range of a segment: allocated, pending, or cached
 struct DeviceCache; // everything the allocator keeps for one device
 
