@@ -1,0 +1,106 @@
+// Native kernels from plain CPU functions (EmuKernel.h): OnDevice<fn> for
+// functions that allocate their outputs like their inputs, OnHost<fn> for
+// those that insist on CPU tensors.
+#pragma once
+
+#include "aten/kernels/EmuKernelLaunch.h"
+
+namespace torch_emu {
+namespace kernel {
+
+// LITERALINCLUDE START: ON_DEVICE
+// A CPU function that allocates its outputs with its inputs' options (so they
+// land on emu) and only touches memory through data pointers, run as the emu
+// kernel of its op: OnDevice<&at::native::layer_norm_cpu>::call.
+template <auto fn>
+struct OnDevice;
+
+template <typename R, typename... Args, R (*fn)(Args...)>
+struct OnDevice<fn> {
+  static R call(Args... args) {
+    const c10::DeviceIndex device = common_device(args...);
+    if constexpr (std::is_void_v<R> && !draws_random_numbers<Args...>) {
+      queue_on(
+          device, [&] { fn(kernel_arg(std::forward<Args>(args), device)...); },
+          [&] { return replay(device, args...); }, kernel_name<fn>(), tensor_bytes(args...));
+    } else {
+      return run_on(
+          device, [&]() -> R { return fn(kernel_arg(std::forward<Args>(args), device)...); },
+          [&] { return replay(device, args...); }, kernel_name<fn>());
+    }
+  }
+
+ private:
+  // Calls fn again on kept arguments; its outputs get the memory they got
+  // when captured (allocate_device in EmuKernelAllocator.h), so they are dropped.
+  static std::function<void()> replay(c10::DeviceIndex device, const std::decay_t<Args>&... args) {
+    return [device, kept = std::make_tuple(keep(args)...)]() mutable {
+      std::apply([&](auto&... a) { (void)fn(kernel_arg(borrow(a), device)...); }, kept);
+    };
+  }
+};
+// LITERALINCLUDE END: ON_DEVICE
+
+// LITERALINCLUDE START: ON_HOST
+// A CPU function that insists on CPU tensors (checkBackend, or host copies it
+// iterates together with its inputs): run on host aliases of its emu
+// arguments. Tensors it returns (emu memory, allocated inside the launch)
+// become emu tensors; an in-place function returns its emu `self`.
+inline at::Tensor to_emu_result(HostAliases& aliases, const at::Tensor& t, c10::DeviceIndex device) {
+  return aliases.to_emu(t, device);
+}
+template <typename... T>
+std::tuple<T...> to_emu_result(HostAliases& aliases, const std::tuple<T...>& t, c10::DeviceIndex device) {
+  return std::apply([&](const auto&... x) { return std::make_tuple(aliases.to_emu(x, device)...); }, t);
+}
+
+template <auto fn>
+struct OnHost;
+
+template <typename R, typename First, typename... Rest, R (*fn)(First, Rest...)>
+struct OnHost<fn> {
+  static R call(First first, Rest... rest) {
+    const c10::DeviceIndex device = common_device(first, rest...);
+    auto make_replay = [&] { return replay(device, first, rest...); };
+    if constexpr (std::is_same_v<R, at::Tensor&>) {
+      auto kernel = [&] {
+        HostAliases aliases;
+        at::Tensor host_first = host_arg(aliases, first);
+        fn(host_first, kernel_arg(host_arg(aliases, rest), device)...);
+      };
+      if constexpr (draws_random_numbers<Rest...>) {
+        run_on(device, kernel, make_replay, kernel_name<fn>());
+      } else {
+        queue_on(device, kernel, make_replay, kernel_name<fn>(), tensor_bytes(first, rest...));
+      }
+      return first;
+    } else {
+      return run_on(
+          device,
+          [&]() -> R {
+            HostAliases aliases;
+            return to_emu_result(
+                aliases, fn(host_arg(aliases, first), kernel_arg(host_arg(aliases, rest), device)...), device);
+          },
+          make_replay, kernel_name<fn>());
+    }
+  }
+
+ private:
+  static std::function<void()> replay(c10::DeviceIndex device, const std::decay_t<First>& first,
+                                      const std::decay_t<Rest>&... rest) {
+    return [device, kept = std::make_tuple(keep(first), keep(rest)...)]() mutable {
+      std::apply(
+          [&](auto& f, auto&... r) {
+            HostAliases aliases;
+            auto host_first = host_arg(aliases, borrow(f));
+            (void)fn(host_first, kernel_arg(host_arg(aliases, borrow(r)), device)...);
+          },
+          kept);
+    };
+  }
+};
+// LITERALINCLUDE END: ON_HOST
+
+} // namespace kernel
+} // namespace torch_emu
