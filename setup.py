@@ -6,7 +6,10 @@ import glob
 import os
 import sys
 
-import torch
+# Building torch-emu must not load an installed torch-emu (a stale or broken
+# _C from an earlier build would fail `import torch` through autoload).
+os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+import torch  # noqa: E402
 from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 

@@ -6,7 +6,7 @@ language model on an emu device vs the same step on CPU.
 The model: embedding (vocabulary 1000, 128 wide), a 2-layer LSTM of hidden
 size 256, a linear decoder, cross-entropy over sequences of 64 tokens, batch
 32, Adam. Target at most 1.1x CPU: there emu takes CPU's oneDNN route
-(csrc/aten/EmuRecurrent.cpp). More rows: the LSTM stepping through emu's
+(csrc/aten/kernels/EmuRecurrent.cpp). More rows: the LSTM stepping through emu's
 fused cells (oneDNN disabled on emu only: what emu would do without its own
 aten::lstm kernel), the same model with a GRU (fused GRU cells on emu, CPU's
 chains of ops), and the LSTM with oneDNN disabled on both (fused LSTM cells

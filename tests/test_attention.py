@@ -1,4 +1,4 @@
-"""Fused attention on emu (csrc/aten/EmuAttention.cpp, EmuAttentionDropout.cpp):
+"""Fused attention on emu (csrc/aten/kernels/EmuAttention.cpp, EmuAttentionDropout.cpp):
 emu's SDPA chooser picks SDPBackend.OVERRIDEABLE when its kernels support the
 inputs and MATH otherwise (and first for dropout), honouring sdpa_kernel(); the
 overrideable ops (forward, backward, with and without dropout) match CPU and

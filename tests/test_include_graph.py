@@ -1,7 +1,9 @@
-"""The C++ folders are layers, and a layer includes only from itself and the layers below it:
+"""The C++ source layout. The folders are layers, and a layer includes only from itself and the layers below it:
 runtime (the device driver, no torch) < core (PyTorch's device integration) < aten, profiler,
 distributed (operators and features on top of the core) < python (the bindings). Inside
-csrc/core, no module (a .h and its .cpp) includes, directly or not, one that includes it. See docs/architecture.md."""
+csrc/core, no module (a .h and its .cpp) includes, directly or not, one that includes it. Every kernel registered for an operator lives in csrc/aten/kernels
+(the rule for static and switchable registration: docs/guide/operators.md). See
+docs/architecture.md."""
 
 import collections
 import pathlib
@@ -42,3 +44,15 @@ def test_no_module_of_the_core_includes_one_that_includes_it():
         return seen
     cyclic = sorted(module for module in list(uses) if module in reaches(module))
     assert not cyclic, f"modules of csrc/core in an include cycle: {cyclic}"
+
+
+# Outside csrc/aten/kernels, only these register with the dispatcher: the boxed fallback of every
+# op (a kernel for no operator in particular) and autocast's policies (which cast, then redispatch).
+NOT_KERNELS = {"aten/EmuFallback.cpp", "aten/EmuAutocast.cpp"}
+
+
+def test_every_operator_kernel_lives_in_aten_kernels():
+    registering = {str(path.relative_to(CSRC)) for path in CSRC.rglob("*.cpp")
+                   if re.search(r"TORCH_LIBRARY_IMPL|torch::Library::IMPL", path.read_text())}
+    outside = sorted(p for p in registering if not p.startswith("aten/kernels/") and p not in NOT_KERNELS)
+    assert not outside, f"operator kernels outside csrc/aten/kernels: {outside}"

@@ -1,5 +1,5 @@
 """Linear algebra on emu: CPU's LAPACK kernels through the fallback, and LU
-without pivoting (csrc/aten/EmuLinalg.cpp), which CUDA has and CPU has not."""
+without pivoting (csrc/aten/kernels/EmuLinalg.cpp), which CUDA has and CPU has not."""
 
 import pytest
 import torch

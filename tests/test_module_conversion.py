@@ -1,7 +1,7 @@
 """Module conversion keeps identity: module.to("emu") and friends move
 parameters in place (``param.data = moved``) as they do for CUDA, so Parameter
 objects survive, tied weights stay tied and an optimizer built before the move
-keeps working (csrc/aten/EmuShallowCopy.cpp). Buffers are replaced by
+keeps working (csrc/aten/kernels/EmuShallowCopy.cpp). Buffers are replaced by
 Module._apply on every device, CUDA included; they are checked to move."""
 
 import pytest

@@ -418,7 +418,7 @@ def test_pt2e_x86_inductor_quantizer():
     assert any("quantize_per_tensor" in t for t in targets)  # really quantized
 
 
-# --- int4 weight-only matmul in CUDA's layout (csrc/aten/EmuInt4Matmul.cpp) ----
+# --- int4 weight-only matmul in CUDA's layout (csrc/aten/kernels/EmuInt4Matmul.cpp) ----
 
 
 def _int4_weight(b):

@@ -1,4 +1,4 @@
-"""Recurrent networks on emu (csrc/aten/EmuRecurrent.cpp): nn.RNN, nn.LSTM,
+"""Recurrent networks on emu (csrc/aten/kernels/EmuRecurrent.cpp): nn.RNN, nn.LSTM,
 nn.GRU and their cells against the same modules on CPU, forward and every
 gradient (input, initial states, weights); the fused cell kernels on their
 own; the oneDNN route of nn.LSTM; packed sequences, dropout, other dtypes,

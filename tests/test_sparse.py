@@ -2,7 +2,7 @@
 
 A sparse emu tensor is a SparseTensorImpl / SparseCsrTensorImpl whose member
 tensors live on emu; its ops run PyTorch's SparseCPU / SparseCsrCPU kernels on
-the device memory (csrc/aten/EmuSparse.cpp, EmuSparseAlias.cpp).
+the device memory (csrc/aten/kernels/EmuSparse.cpp, EmuSparseAlias.cpp).
 """
 
 import itertools

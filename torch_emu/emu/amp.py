@@ -4,7 +4,7 @@ What PyTorch itself asks of the device module is one function,
 ``get_amp_supported_dtype()``: ``torch.autocast("emu", dtype=...)`` checks the
 requested dtype against it. The op policies are C++ (AutocastPrivateUse1
 kernels, ``csrc/aten/EmuAutocast.cpp``) and GradScaler's two device kernels
-are native emu kernels (``csrc/aten/EmuAmpKernels.cpp``). The rest mirrors
+are native emu kernels (``csrc/aten/kernels/EmuAmpKernels.cpp``). The rest mirrors
 ``torch.cuda``: per-device-type autocast state accessors and
 ``torch.emu.amp.autocast`` / ``torch.emu.amp.GradScaler`` shortcuts.
 """

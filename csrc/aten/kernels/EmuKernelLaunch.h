@@ -26,7 +26,7 @@
 
 #include "aten/EmuDeviceCheck.h"
 #include "aten/EmuHostAlias.h"
-#include "aten/EmuOps.h"
+#include "aten/kernels/EmuOps.h"
 #include "core/EmuGenerator.h"
 #include "core/EmuLaunch.h"
 #include "core/EmuStream.h"

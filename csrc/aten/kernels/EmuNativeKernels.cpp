@@ -7,6 +7,7 @@
 namespace torch_emu {
 
 // One function per kernel file.
+void register_amp_kernels(torch::Library& m);
 void register_elementwise_kernels(torch::Library& m);
 void register_foreach_kernels(torch::Library& m);
 void register_indexing_kernels(torch::Library& m);
@@ -26,6 +27,7 @@ bool register_native_kernels() {
     return false;
   }
   static torch::Library m(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  register_amp_kernels(m);
   register_elementwise_kernels(m);
   register_foreach_kernels(m);
   register_indexing_kernels(m);

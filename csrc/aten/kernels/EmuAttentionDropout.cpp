@@ -1,4 +1,4 @@
-#include "aten/EmuAttentionDropout.h"
+#include "aten/kernels/EmuAttentionDropout.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>

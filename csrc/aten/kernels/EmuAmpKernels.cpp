@@ -172,7 +172,9 @@ at::Tensor& amp_update_scale(at::Tensor& scale, at::Tensor& growth_tracker, cons
 } // namespace
 
 // LITERALINCLUDE START: AMP_REGISTER
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+// Switchable with the other native kernels (EmuNativeKernels.cpp): without
+// them GradScaler runs CPU's kernels through the fallback, also correctly.
+void register_amp_kernels(torch::Library& m) {
   m.impl("_amp_foreach_non_finite_check_and_unscale_", TORCH_FN(amp_foreach_non_finite_check_and_unscale));
   m.impl("_amp_update_scale_", TORCH_FN(amp_update_scale));
 }

@@ -37,7 +37,7 @@
 
 #include "aten/EmuFallback.h"
 #include "aten/EmuHostAlias.h"
-#include "aten/EmuOps.h"
+#include "aten/kernels/EmuOps.h"
 #include "core/EmuLaunch.h"
 #include "core/EmuStream.h"
 

@@ -28,7 +28,7 @@
 #include <mutex>
 #include <string>
 
-#include "aten/EmuAttentionDropout.h"
+#include "aten/kernels/EmuAttentionDropout.h"
 #include "aten/kernels/EmuKernel.h"
 
 namespace torch_emu {

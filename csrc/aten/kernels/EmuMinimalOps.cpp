@@ -16,7 +16,7 @@
 #include <array>
 #include <optional>
 
-#include "aten/EmuOps.h"
+#include "aten/kernels/EmuOps.h"
 #include "core/EmuDeviceAllocator.h"
 #include "core/EmuKernelAllocator.h"
 #include "core/EmuException.h"

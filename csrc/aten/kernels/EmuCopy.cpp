@@ -10,7 +10,7 @@
 #include <torch/library.h>
 
 #include "aten/EmuHostAlias.h"
-#include "aten/EmuOps.h"
+#include "aten/kernels/EmuOps.h"
 #include "core/EmuException.h"
 #include "core/EmuHostAllocator.h"
 #include "core/EmuKernelContext.h"
