@@ -1,5 +1,6 @@
-// Private plumbing shared by the runtime's translation units (runtime.cpp,
-// device_memory.cpp, streams.cpp). Not part of the API: only emu_runtime.h is.
+// Private plumbing shared by the runtime's translation units. Not part of the
+// API: only the emu_runtime*.h headers are. What only the streams' files share
+// is in streams_internal.h.
 #pragma once
 
 #include <atomic>
@@ -105,7 +106,7 @@ ByteString format_bytes(size_t bytes);
 // ---- perf_model.cpp: the performance model (emu_runtime_perf.h) -------------
 
 struct PerformanceModel {
-  bool active = false;  // any figure set: while false, streams.cpp holds nothing
+  bool active = false;  // any figure set: while false, no stream holds anything
   emuPerformanceModel figures{0, 0, 0, 0, 0, 1.0};
 };
 extern PerformanceModel g_model;  // set at init, then read-only
@@ -281,8 +282,8 @@ class TracedWork {
 
 // ---- graphs.cpp: stream capture (emu_runtime_graph.h) ------------------------
 
-// Captures in progress, on any device: while 0, the capture hooks of
-// streams.cpp cost one relaxed load.
+// Captures in progress, on any device: while 0, the capture hooks of the
+// streams' files cost one relaxed load.
 extern std::atomic<int> g_active_captures;
 inline bool capture_active() {
   return g_active_captures.load(std::memory_order_relaxed) != 0;
@@ -311,7 +312,7 @@ emuError_t forbid_if_capturing(const char* call, emuStream_t stream);
 emuError_t forbid_if_device_capturing(const char* call, int device);
 emuError_t forbid_if_event_captured(const char* call, emuEvent_t event);
 
-// streams.cpp, for graphs.cpp.
+// events.cpp and streams.cpp, for graphs.cpp.
 void retain_event(emuEvent_t event);
 void release_event(emuEvent_t event);
 int stream_device(emuStream_t stream);
