@@ -77,6 +77,24 @@ def _run(cmd, env=None):
                           env=env if env is not None else _env())
 
 
+# The naming rule of csrc/runtime (written at the top of emu_runtime.h): a topic header
+# emu_runtime_X.h is implemented by X.cpp; emu_runtime.h by runtime.cpp and one file per concern it
+# declares; every other header is private (*_internal.h).
+CORE_API_SOURCES = {"runtime", "memory", "streams", "events", "copies", "launches"}
+INLINE_ONLY_HEADERS = {"env"}
+
+
+def test_runtime_headers_and_sources_are_named_alike():
+    runtime = ROOT / "csrc" / "runtime"
+    topics = {p.stem.removeprefix("emu_runtime_") for p in runtime.glob("emu_runtime_*.h")}
+    sources = {p.stem for p in runtime.glob("*.cpp")}
+    assert topics - INLINE_ONLY_HEADERS - sources == set(), "topic headers without their X.cpp"
+    assert INLINE_ONLY_HEADERS & sources == set()
+    assert sources - topics == CORE_API_SOURCES, "sources that follow neither half of the rule"
+    private = {p.name for p in runtime.glob("*.h") if not p.name.startswith("emu_runtime")}
+    assert all(name.endswith("_internal.h") for name in private), private
+
+
 def test_runtime_compiles_without_warnings(runtime_objects):
     assert len(runtime_objects) == len(RUNTIME_SOURCES)
 

@@ -33,7 +33,7 @@
 #include "core/EmuLaunch.h"
 #include "core/EmuStream.h"
 #include "runtime/emu_runtime_faults.h"
-#include "runtime/emu_runtime_graph.h"
+#include "runtime/emu_runtime_graphs.h"
 
 namespace torch_emu {
 namespace {

@@ -140,7 +140,7 @@ emuError_t plan_copy(const char* call, void* dst, const void* src, size_t n, emu
 
 } // namespace emu
 
-// The native runtime's copy calls (runtime_dispatch.cpp makes them the API).
+// The native runtime's copy calls (plugin.cpp makes them the API).
 namespace emu::native {
 
 emuError_t emuMemcpy(void* dst, const void* src, size_t n, emuMemcpyKind kind) {

@@ -61,7 +61,7 @@ void release_event(emuEvent_t event) { release(event); }
 
 } // namespace emu
 
-// The native runtime's event calls (runtime_dispatch.cpp makes them the API).
+// The native runtime's event calls (plugin.cpp makes them the API).
 namespace emu::native {
 
 emuError_t emuStreamWaitEvent(emuStream_t stream, emuEvent_t event) {

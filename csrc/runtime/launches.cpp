@@ -6,7 +6,7 @@
 
 #include "runtime/streams_internal.h"
 
-// The native runtime's launch calls (runtime_dispatch.cpp makes them the API).
+// The native runtime's launch calls (plugin.cpp makes them the API).
 namespace emu::native {
 
 namespace {

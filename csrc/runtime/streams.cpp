@@ -360,7 +360,7 @@ emuError_t capture_hook(const char* call, emuStream* s, const GraphNode& node, b
 
 } // namespace emu
 
-// The native runtime's stream calls (runtime_dispatch.cpp makes them the API).
+// The native runtime's stream calls (plugin.cpp makes them the API).
 namespace emu::native {
 
 emuError_t emuDeviceGetStreamPriorityRange(int* least, int* greatest) {
