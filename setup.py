@@ -1,6 +1,9 @@
-"""Builds torch_emu._C: the runtime (csrc/runtime), the PrivateUse1 integration
-core (csrc/core), the operator registrations (csrc/aten) and the Python
-bindings (csrc/python) in one optimised, parallel (ninja) extension."""
+"""Builds torch_emu._C: the PrivateUse1 integration core (csrc/core), the
+operator registrations (csrc/aten), the profiler plugin, distributed glue and
+the Python bindings (csrc/python) in one optimised, parallel (ninja) extension,
+linked with the runtime's library (csrc/runtime, built by
+scripts/build_runtime.py, the recipe the native tests and the sanitizers use
+too)."""
 
 import glob
 import os
@@ -15,12 +18,16 @@ from torch.utils.cpp_extension import BuildExtension, CppExtension
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import build_runtime  # noqa: E402
 from build_flags import OPTIMISED, STUB_CAPABILITIES, WARNINGS  # noqa: E402
 # Compile translation units in parallel on every core (ninja honours MAX_JOBS).
 os.environ.setdefault("MAX_JOBS", str(os.cpu_count() or 1))
 
+# Everything but the runtime, which is a library of its own (below).
 sources = sorted(
-    os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "csrc", "**", "*.cpp"), recursive=True)
+    os.path.relpath(p, ROOT)
+    for p in glob.glob(os.path.join(ROOT, "csrc", "**", "*.cpp"), recursive=True)
+    if os.path.relpath(p, ROOT).split(os.sep)[1] != "runtime"
 )
 
 # TORCH_EMU_SANITIZE=address builds the extension with AddressSanitizer and
@@ -32,6 +39,8 @@ SANITIZER_FLAGS = {
     "": [],
     "address": ["-fsanitize=address,undefined", "-fno-sanitize=vptr", "-fno-omit-frame-pointer", "-g"],
 }[SANITIZE]
+# The runtime's library: release, or asan (address + undefined) for a sanitized extension.
+RUNTIME_FLAVOUR = "asan" if SANITIZE else "release"
 
 
 class IncrementalBuildExtension(BuildExtension.with_options(use_ninja=True)):
@@ -43,6 +52,12 @@ class IncrementalBuildExtension(BuildExtension.with_options(use_ninja=True)):
         super().finalize_options()
         self.build_temp = os.path.join(ROOT, "build", "temp" + (f"-{SANITIZE}" if SANITIZE else ""))
 
+    def build_extensions(self):
+        # First the runtime's library (ninja: only what changed). torch's ninja build relinks _C
+        # on every build; `depends` tells setuptools too that a rebuilt library makes _C stale.
+        build_runtime.build(RUNTIME_FLAVOUR)
+        super().build_extensions()
+
 
 setup(
     ext_modules=[
@@ -52,7 +67,9 @@ setup(
             # kineto/: the headers of Kineto's plugin interface (csrc/profiler).
             include_dirs=[os.path.join(ROOT, "csrc"), os.path.join(os.path.dirname(torch.__file__), "include", "kineto")],
             extra_compile_args=(["-O1"] + SANITIZER_FLAGS if SANITIZE else OPTIMISED) + WARNINGS + STUB_CAPABILITIES,
-            extra_link_args=["-Wl,--no-as-needed"] + SANITIZER_FLAGS,
+            depends=[str(build_runtime.library(RUNTIME_FLAVOUR))],
+            # The whole library: _C exports every C entry point of the runtime (build_runtime.py).
+            extra_link_args=["-Wl,--no-as-needed"] + build_runtime.link_args(RUNTIME_FLAVOUR) + SANITIZER_FLAGS,
         )
     ],
     cmdclass={"build_ext": IncrementalBuildExtension},

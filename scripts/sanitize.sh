@@ -2,7 +2,9 @@
 # The runtime is multi-threaded C++ (stream workers, events, the allocator's
 # locks) and faults drive its error paths: this builds it with its native test
 # programs (tests/native) under AddressSanitizer + UndefinedBehaviorSanitizer
-# and under ThreadSanitizer, and runs them. Any report fails the run.
+# and under ThreadSanitizer, and runs them. Any report fails the run. The
+# runtime's one recipe builds them (scripts/build_runtime.py, flavours asan and
+# tsan, in build/runtime/<flavour>/, incrementally).
 #
 #   bash scripts/sanitize.sh            # asan+ubsan, then tsan
 #   bash scripts/sanitize.sh tsan       # one of them (CI runs both)
@@ -14,13 +16,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${SANITIZE_DIR:-build/sanitize}"
+# Any Python 3 runs the runtime's build script (it needs no package); the
+# project's by default.
+if [[ -z ${PYTHON:-} ]]; then
+  if [[ -x .venv/bin/python ]]; then PYTHON=.venv/bin/python; else PYTHON=python3; fi
+fi
 flavours=("${@:-asan tsan}")
 read -r -a flavours <<< "${flavours[*]}"
 
-declare -A FLAGS=(
-  [asan]="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
-  [tsan]="-fsanitize=thread"
-)
 PROGRAMS=(test_runtime test_runtime_stats test_graphs test_faults test_plugin)
 # The Python tests run against the sanitized extension: the device, memory,
 # streams, asynchronous kernels, native kernels and faults.
@@ -53,17 +56,13 @@ for flavour in "${flavours[@]}"; do
     run_python_subset
     continue
   fi
-  flags="${FLAGS[$flavour]:?unknown sanitizer $flavour (asan, tsan or python)}"
-  dir="$out/$flavour"
-  mkdir -p "$dir"
+  if [[ $flavour != asan && $flavour != tsan ]]; then
+    echo "unknown sanitizer $flavour (asan, tsan or python)" >&2
+    exit 2
+  fi
   echo "== $flavour: building the runtime and ${PROGRAMS[*]}"
-  # shellcheck disable=SC2086
-  printf '%s\n' csrc/runtime/*.cpp | xargs -P "$(nproc)" -I{} sh -c \
-    'g++ -std=c++17 -O1 -g '"$flags"' -pthread -Icsrc -c "{}" -o "'"$dir"'/$(basename "{}" .cpp).o"'
-  for program in "${PROGRAMS[@]}"; do
-    # shellcheck disable=SC2086
-    g++ -std=c++17 -O1 -g $flags -pthread -Icsrc "$dir"/*.o "tests/native/$program.cpp" -o "$dir/$program"
-  done
+  "$PYTHON" scripts/build_runtime.py "$flavour" --programs "${PROGRAMS[@]}"
+  dir="build/runtime/$flavour/bin"
   export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:exitcode=23"
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=24"
   export TSAN_OPTIONS="halt_on_error=1:exitcode=25:second_deadlock_stack=1"

@@ -420,11 +420,12 @@ def test_random_ops_advance_per_replay_like_eager(baseline_memory):
 # ---- the runtime API itself ---------------------------------------------------------
 
 
-def test_runtime_stream_capture(tmp_path):
-    """tests/native/test_graphs.cpp against the runtime alone (no torch)."""
-    from test_runtime_native import NATIVE, RUNTIME_SOURCES, _compile, _run
+def test_runtime_stream_capture():
+    """tests/native/test_graphs.cpp against the runtime alone (no torch): linked with the runtime's
+    release library, the one the extension links."""
+    from test_runtime_native import _run, native_programs
 
-    binary = _compile(tmp_path / "test_graphs", *RUNTIME_SOURCES, str(NATIVE / "test_graphs.cpp"))
+    binary = native_programs("test_graphs") / "bin" / "test_graphs"
     result = _run([binary])
     assert result.returncode == 0, result.stdout + result.stderr
     assert "all graph checks passed" in result.stdout

@@ -1,5 +1,5 @@
 """The Kineto activity profiler on emu (csrc/profiler/EmuKinetoProfiler.cpp,
-csrc/runtime/activity_trace.cpp): torch.profiler with
+csrc/runtime/trace.cpp): torch.profiler with
 ProfilerActivity.PrivateUse1 gets the kernels and copies the runtime executed,
 on a track per device and stream, linked to the ops that launched them."""
 

@@ -1,6 +1,6 @@
 // Graph capture and replay: at::GraphImplInterface for emu (what
 // torch.accelerator.Graph and torch.emu.EmuGraph drive), on the runtime's
-// stream capture (emu_runtime_graph.h).
+// stream capture (emu_runtime_graphs.h).
 //
 // A captured kernel must run again at every replay, long after the C++ frames
 // that launched it are gone, on the same memory. So each capturable launch
@@ -34,7 +34,7 @@
 #include "core/EmuKernelContext.h"
 #include "core/EmuStream.h"
 #include "runtime/emu_runtime_faults.h"
-#include "runtime/emu_runtime_graph.h"
+#include "runtime/emu_runtime_graphs.h"
 
 namespace torch_emu {
 namespace {

@@ -25,6 +25,15 @@
 // - After fork() in a process that initialised the runtime, every call in the
 //   child fails with emuErrorInitializationError: the stream workers do not
 //   survive fork, exactly like a real driver's context.
+//
+// The runtime's files follow one naming rule (tests/test_runtime_native.py
+// checks it): a topic header emu_runtime_X.h is implemented by X.cpp
+// (emu_runtime_ipc.h by ipc.cpp, emu_runtime_graphs.h by graphs.cpp...;
+// emu_runtime_env.h is inline only). This header, the core API, is implemented
+// by runtime.cpp (errors, configuration, devices) and by one file per concern
+// it declares, none with a header of its own: memory.cpp, streams.cpp,
+// events.cpp, copies.cpp and launches.cpp. Headers named *_internal.h are
+// private to the runtime.
 #pragma once
 
 #include <stddef.h>
@@ -45,7 +54,7 @@ typedef enum emuError_t {
   emuErrorInvalidResourceHandle = 6, // bad stream or event handle
   emuErrorNotReady = 7,              // query: work still pending (not a failure)
   emuErrorLaunchFailure = 8,         // a launched function reported failure
-  emuErrorStreamCaptureUnsupported = 9,  // not allowed while a stream captures (emu_runtime_graph.h)
+  emuErrorStreamCaptureUnsupported = 9,  // not allowed while a stream captures (emu_runtime_graphs.h)
   emuErrorStreamCaptureInvalidated = 10, // the capture was invalidated by such a call
   emuErrorDeviceLost = 11,           // the device is gone: every later call fails (emu_runtime_faults.h)
   emuErrorEccUncorrectable = 12,     // a copy hit an uncorrectable memory error (emu_runtime_faults.h)

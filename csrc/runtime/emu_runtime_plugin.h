@@ -1,7 +1,7 @@
 // Plugging in another runtime.
 //
 // Every call of emu_runtime.h that reaches the device goes through one table
-// of function pointers (runtime_dispatch.cpp). By default it holds the native
+// of function pointers (plugin.cpp). By default it holds the native
 // runtime of csrc/runtime; emuRuntimeInstall replaces it, once, before the
 // first call, with another implementation of the same calls: the Python
 // runtime bridge (csrc/python/RuntimeBindings.cpp) installs one that forwards

@@ -1,4 +1,4 @@
-// Stream capture and graphs (emu_runtime_graph.h).
+// Stream capture and graphs (emu_runtime_graphs.h).
 //
 // A capture is a side record of its stream (the stream itself is unchanged):
 // streams.cpp asks capture_node() about every piece of work submitted from
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "runtime/emu_runtime_faults.h"
-#include "runtime/emu_runtime_graph.h"
+#include "runtime/emu_runtime_graphs.h"
 #include "runtime/runtime_internal.h"
 
 using emu::set_error;

@@ -1,7 +1,7 @@
 // IPC handles for device memory: what cudaIpcGetMemHandle/OpenMemHandle do.
 //
 // Device memory is a shared mapping of one memory file per device
-// (device_memory.cpp). A handle names a range of that file: the sender's pid
+// (memory.cpp). A handle names a range of that file: the sender's pid
 // and file descriptor, the file's identity, and the range. The receiver opens
 // the file through /proc/<pid>/fd/<fd> (the kernel checks it may: same user),
 // checks it is still the same file, and maps the range into its own arena.

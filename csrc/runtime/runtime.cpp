@@ -194,7 +194,7 @@ emuError_t set_error(emuError_t err, const char* fmt, ...) {
   return err;
 }
 
-// Through the API, so that it serves any installed runtime (device_attributes.cpp,
+// Through the API, so that it serves any installed runtime (attributes.cpp,
 // emuRuntimeCheckDevice).
 emuError_t check_device(const char* call, int device) {
   int count = 0;
@@ -289,7 +289,7 @@ emuError_t emuRuntimeCheckDevice(const char* call, int device) {
 
 } // extern "C"
 
-// The native runtime's device calls (runtime_dispatch.cpp makes them the API).
+// The native runtime's device calls (plugin.cpp makes them the API).
 namespace emu::native {
 
 emuError_t emuGetDeviceCount(int* count) {

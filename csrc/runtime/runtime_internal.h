@@ -1,5 +1,6 @@
-// Private plumbing shared by the runtime's translation units (runtime.cpp,
-// device_memory.cpp, streams.cpp). Not part of the API: only emu_runtime.h is.
+// Private plumbing shared by the runtime's translation units. Not part of the
+// API: only the emu_runtime*.h headers are. What only the streams' files share
+// is in streams_internal.h.
 #pragma once
 
 #include <atomic>
@@ -16,7 +17,7 @@
 #include "runtime/emu_runtime_trace.h"
 
 // The native runtime's implementation of each call of the runtime table; the
-// public emu* names forward to the installed runtime (runtime_dispatch.cpp).
+// public emu* names forward to the installed runtime (plugin.cpp).
 namespace emu::native {
 #define EMU_NATIVE_DECLARATION(name, params, args) emuError_t name params;
 EMU_RUNTIME_CALLS(EMU_NATIVE_DECLARATION)
@@ -33,7 +34,7 @@ inline size_t round_up_to_page(size_t n) {
   return (n + kPageSize - 1) & ~(kPageSize - 1);
 }
 
-// ---- runtime.cpp: configuration, initialisation, errors, devices ----------
+// ---- runtime.cpp: configuration, initialisation, errors, devices ------------
 
 struct Config {
   int device_count;  // 1..kMaxDevices
@@ -53,7 +54,7 @@ extern std::atomic<bool> g_device_lost;
 // succeeds once the device is lost, so that programs can tear down.
 emuError_t init_slow(const char* call, bool releases = false);
 
-// ---- runtime_dispatch.cpp: which runtime is installed ----------------------
+// ---- plugin.cpp: which runtime is installed ---------------------------------
 
 // True once another runtime was installed (emu_runtime_plugin.h): the native
 // runtime then never initialises, and its own calls fail.
@@ -102,10 +103,10 @@ struct ByteString {
 };
 ByteString format_bytes(size_t bytes);
 
-// ---- perf_model.cpp: the performance model (emu_runtime_perf.h) -------------
+// ---- perf.cpp: the performance model (emu_runtime_perf.h) -------------------
 
 struct PerformanceModel {
-  bool active = false;  // any figure set: while false, streams.cpp holds nothing
+  bool active = false;  // any figure set: while false, no stream holds anything
   emuPerformanceModel figures{0, 0, 0, 0, 0, 1.0};
 };
 extern PerformanceModel g_model;  // set at init, then read-only
@@ -147,7 +148,7 @@ const char* device_lost_reason();
 // captured kernel keeps it, and its replays are launched under it.
 const char* launch_name();
 
-// ---- device_memory.cpp: arenas, pinned memory, strict mode -----------------
+// ---- memory.cpp: arenas, pinned memory, strict mode -------------------------
 
 // Index of the device whose arena contains `p`, or -1. Lock-free (and
 // async-signal-safe): it only reads the published arena bases.
@@ -180,7 +181,7 @@ class DeviceWorkScope {
   bool active_;
 };
 
-// ---- device_stats.cpp: busy time behind emuDeviceGetUtilizationRates -------
+// ---- stats.cpp: busy time behind emuDeviceGetUtilizationRates ---------------
 
 // Brackets activity on `device`: a kernel (counts as kernel and memory time) or
 // a copy that reads or writes the device's memory (memory time).
@@ -226,7 +227,7 @@ emuError_t synchronize_device(const char* call, int device);
 // for work that waits for the caller). What emuFree does before it frees.
 void wait_for_device_outside_work(int device);
 
-// ---- activity_trace.cpp: activity records (emu_runtime_trace.h) ----------
+// ---- trace.cpp: activity records (emu_runtime_trace.h) ----------------------
 
 // A record in the making: it is complete once both the submitting call has
 // returned and the work has run, in either order.
@@ -279,10 +280,10 @@ class TracedWork {
   TraceRecord* record_;
 };
 
-// ---- graphs.cpp: stream capture (emu_runtime_graph.h) ------------------------
+// ---- graphs.cpp: stream capture (emu_runtime_graphs.h) ----------------------
 
-// Captures in progress, on any device: while 0, the capture hooks of
-// streams.cpp cost one relaxed load.
+// Captures in progress, on any device: while 0, the capture hooks of the
+// streams' files cost one relaxed load.
 extern std::atomic<int> g_active_captures;
 inline bool capture_active() {
   return g_active_captures.load(std::memory_order_relaxed) != 0;
@@ -311,12 +312,12 @@ emuError_t forbid_if_capturing(const char* call, emuStream_t stream);
 emuError_t forbid_if_device_capturing(const char* call, int device);
 emuError_t forbid_if_event_captured(const char* call, emuEvent_t event);
 
-// streams.cpp, for graphs.cpp.
+// events.cpp and streams.cpp, for graphs.cpp.
 void retain_event(emuEvent_t event);
 void release_event(emuEvent_t event);
 int stream_device(emuStream_t stream);
 
-// device_memory.cpp: the contents of a device's live allocations, taken when
+// memory.cpp: the contents of a device's live allocations, taken when
 // a capture begins and put back when it ends.
 struct MemorySnapshot {
   std::vector<std::pair<size_t, size_t>> ranges;  // (offset, size) of live allocations

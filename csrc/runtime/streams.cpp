@@ -1,4 +1,6 @@
-// Streams, events, copies and launches.
+// Streams: the stream objects, their worker, submitting work and waiting for it.
+// The calls that put work on a stream are in events.cpp, copies.cpp and
+// launches.cpp; streams_internal.h holds what they share.
 //
 // A stream is a FIFO of work items executed one at a time, in order. Each
 // stream gets a worker thread the first time an item has to wait in the queue.
@@ -19,152 +21,19 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
-#include <cstring>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "runtime/runtime_internal.h"
+#include "runtime/streams_internal.h"
 
-using emu::set_error;
-using Clock = std::chrono::steady_clock;
+namespace emu {
 
-namespace {
-
-constexpr uint32_t kStreamMagic = 0x5354524d;  // "STRM"
-constexpr uint32_t kEventMagic = 0x4556454e;   // "EVEN"
-constexpr uint32_t kDeadMagic = 0xdeadbeef;
-
-enum class WorkKind : uint8_t { kMemcpy, kHostFunc, kKernel, kEventRecord, kEventWait };
-
-// One queued operation. A plain struct (no std::function) so that submitting
-// to an idle stream allocates nothing.
-struct Work {
-  WorkKind kind;
-  bool device_access = false;  // kMemcpy: touches device memory (strict mode)
-  int devices[2] = {-1, -1};   // kMemcpy: devices whose memory it touches (utilization)
-  uint64_t seq = 0;
-  void* dst = nullptr;  // kMemcpy
-  const void* src = nullptr;
-  size_t bytes = 0;
-  emuHostFn_t host_fn = nullptr;      // kHostFunc
-  emuKernelFn_t kernel_fn = nullptr;  // kKernel
-  void* user_data = nullptr;
-  emuEvent* event = nullptr;  // kEventRecord / kEventWait (a reference is held while queued)
-  uint64_t version = 0;
-  emu::TraceRecord* trace = nullptr;  // kMemcpy / kKernel submitted while tracing
-  emu::InjectedFailure injected;      // kKernel: an injected fault fails it (faults.cpp)
-};
-
-// A stream's FIFO: a ring that only grows, so that pushing (on the host) and
-// popping (on the worker) allocate and free nothing. A std::deque frees, on
-// the worker, a block the host allocated every few items, and glibc's malloc
-// then locks the host's arena from both threads.
-class WorkQueue {
- public:
-  bool empty() const { return size_ == 0; }
-  const Work& front() const { return ring_[head_]; }
-  void pop_front() {
-    head_ = (head_ + 1) % ring_.size();
-    --size_;
-  }
-  void push_back(const Work& w) {
-    if (size_ == ring_.size()) grow();
-    ring_[(head_ + size_) % ring_.size()] = w;
-    ++size_;
-  }
-
- private:
-  void grow() {
-    std::vector<Work> bigger(std::max<size_t>(64, 2 * ring_.size()));
-    for (size_t i = 0; i < size_; ++i) bigger[i] = ring_[(head_ + i) % ring_.size()];
-    ring_.swap(bigger);
-    head_ = 0;
-  }
-  std::vector<Work> ring_;
-  size_t head_ = 0;
-  size_t size_ = 0;
-};
-
-} // namespace
-
-struct emuEvent {
-  uint32_t magic = kEventMagic;
-  // Owned by the handle and by every queued item that refers to it, so that
-  // emuEventDestroy with records still pending is safe.
-  std::atomic<int> refs{1};
-  bool timing = true;
-
-  std::mutex mu;
-  std::condition_variable cv;
-  uint64_t version = 0;  // latest recorded version (0: never recorded)
-  int device = -1;
-  uint64_t record_stream_id = 0;  // stream of the latest record
-  // Versions may complete out of order when one event is recorded on several
-  // streams: all versions <= done_through are complete, plus those listed.
-  uint64_t done_through = 0;
-  std::vector<uint64_t> done_out_of_order;
-  uint64_t stamp_version = 0;
-  Clock::time_point stamp;
-
-  bool is_complete_locked(uint64_t v) const {
-    return v <= done_through ||
-           std::find(done_out_of_order.begin(), done_out_of_order.end(), v) !=
-               done_out_of_order.end();
-  }
-};
-
-struct emuStream {
-  uint32_t magic = kStreamMagic;
-  // Owned by the handle, plus temporarily by emuDeviceSynchronize snapshots.
-  std::atomic<int> refs{1};
-  uint64_t id = 0;
-  int device = 0;
-  int priority = 0;
-
-  std::mutex mu;
-  std::condition_variable work_cv;  // worker: an item became runnable, or stop
-  std::condition_variable done_cv;  // waiters: an item finished
-  WorkQueue queue;
-  bool running = false;  // an item executes (on the worker or inline)
-  bool stop = false;
-  int helpers = 0;       // threads waiting for the stream that run its items meanwhile
-  // Written under `mu`; atomic so that waiting on an idle stream (the common
-  // case: every kernel launch is followed by a wait) takes no lock.
-  std::atomic<uint64_t> submitted{0};  // sequence number of the last submitted item
-  std::atomic<uint64_t> completed{0};  // sequence number of the last finished item
-  std::atomic<int> failed_rc{0};       // non-zero: a worker-run kernel failed, not yet reported
-  std::string failed_message;          // what it said (emuKernelSetErrorMessage), under `mu`
-  std::thread worker;
-};
-
-namespace {
-
-// The items this thread is executing right now, innermost first: a kernel
-// running inline on stream A may itself submit to (and run inline on) B.
-struct Frame {
-  emuStream* stream;
-  uint64_t seq;
-  Frame* prev;
-};
 thread_local Frame* t_frames = nullptr;
-// What the kernel running on this thread said about its failure.
 thread_local std::string t_kernel_message;
 
-// Whether the performance model applies to work starting on this thread now:
-// to the stream's own work, not to the copies and launches a running kernel
-// makes as part of its own work.
-bool model_applies() {
-  return emu::g_model.active && t_frames == nullptr;
-}
-
-const Frame* executing_frame(const emuStream* s) {
-  for (const Frame* f = t_frames; f != nullptr; f = f->prev) {
-    if (f->stream == s) return f;
-  }
-  return nullptr;
-}
+namespace {
 
 // Registry of the streams of each device, for emuDeviceSynchronize. Leaked on
 // purpose: live streams may still be used while static destructors run.
@@ -177,107 +46,6 @@ StreamRegistry& registry() {
   return *r;
 }
 std::atomic<uint64_t> g_next_stream_id{1};
-
-void retain(emuStream* s) { s->refs.fetch_add(1, std::memory_order_relaxed); }
-void release(emuStream* s) {
-  if (s->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete s;
-}
-void retain(emuEvent* e) { e->refs.fetch_add(1, std::memory_order_relaxed); }
-void release(emuEvent* e) {
-  if (e->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete e;
-}
-
-emuError_t check_stream(const char* call, const emuStream* s) {
-  if (s == nullptr || s->magic != kStreamMagic) {
-    return set_error(emuErrorInvalidResourceHandle, "%s: invalid stream handle %p", call,
-                     static_cast<const void*>(s));
-  }
-  return emuSuccess;
-}
-
-emuError_t check_event(const char* call, const emuEvent* e) {
-  if (e == nullptr || e->magic != kEventMagic) {
-    return set_error(emuErrorInvalidResourceHandle, "%s: invalid event handle %p", call,
-                     static_cast<const void*>(e));
-  }
-  return emuSuccess;
-}
-
-// ---- events ----
-
-// LITERALINCLUDE START: EVENT_RECORD
-// Runs when the record item reaches the front of its stream: everything
-// submitted before it has finished, so version `v` is complete.
-void complete_record(emuEvent* e, uint64_t v) {
-  const Clock::time_point now = e->timing ? Clock::now() : Clock::time_point();
-  std::lock_guard<std::mutex> lock(e->mu);
-  if (v == e->done_through + 1) {
-    e->done_through = v;
-    // Absorb versions that completed early on other streams.
-    for (auto it = e->done_out_of_order.begin(); it != e->done_out_of_order.end();) {
-      if (*it == e->done_through + 1) {
-        e->done_through = *it;
-        e->done_out_of_order.erase(it);
-        it = e->done_out_of_order.begin();
-      } else {
-        ++it;
-      }
-    }
-  } else if (v > e->done_through) {
-    e->done_out_of_order.push_back(v);
-  }
-  if (v >= e->stamp_version) {
-    e->stamp_version = v;
-    e->stamp = now;
-  }
-  e->cv.notify_all();
-}
-// LITERALINCLUDE END: EVENT_RECORD
-
-void wait_for_version(emuEvent* e, uint64_t v) {
-  std::unique_lock<std::mutex> lock(e->mu);
-  e->cv.wait(lock, [&] { return e->is_complete_locked(v); });
-}
-
-// ---- executing work ----
-
-// LITERALINCLUDE START: PARALLEL_COPY
-// A real copy engine saturates memory bandwidth; one host thread does not. Big
-// copies between disjoint ranges are split across the machine's cores (a few
-// tens of microseconds of thread start-up against milliseconds of copying).
-void move_bytes(void* dst, const void* src, size_t n) {
-  constexpr size_t kParallelFrom = 2u << 20;
-  const auto d = reinterpret_cast<uintptr_t>(dst);
-  const auto s = reinterpret_cast<uintptr_t>(src);
-  const bool disjoint = d + n <= s || s + n <= d;
-  // Read once: each call reads the kernel's file of online cores, a
-  // microsecond, which a 4-byte copy (.item()) paid every time.
-  static const size_t threads = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), 8);
-  if (n < kParallelFrom || !disjoint || threads == 1) {
-    std::memmove(dst, src, n);
-    return;
-  }
-  const size_t chunk = (n / threads + 4095) & ~size_t{4095};
-  std::vector<std::thread> helpers;
-  for (size_t off = chunk; off < n; off += chunk) {
-    helpers.emplace_back([=] {
-      std::memcpy(static_cast<char*>(dst) + off, static_cast<const char*>(src) + off, std::min(chunk, n - off));
-    });
-  }
-  std::memcpy(dst, src, std::min(chunk, n));
-  for (std::thread& t : helpers) t.join();
-}
-// LITERALINCLUDE END: PARALLEL_COPY
-
-// `modelled`: the copy takes at least the performance model's time.
-void copy_bytes(const Work& w, bool modelled) {
-  emu::DeviceWorkScope device_work(w.device_access);
-  emu::ActivityScope dst_activity(w.devices[0], /*kernel=*/false);
-  emu::ActivityScope src_activity(w.devices[1] != w.devices[0] ? w.devices[1] : -1, /*kernel=*/false);
-  const Clock::time_point start = modelled ? Clock::now() : Clock::time_point{};
-  move_bytes(w.dst, w.src, w.bytes);
-  if (modelled) emu::hold_copy(start, w.devices[0], w.devices[1], w.bytes);
-}
 
 // LITERALINCLUDE START: SPIN_BEFORE_SLEEP
 // A host thread that feeds a stream kernel after kernel and a worker that
@@ -420,11 +188,41 @@ void worker_main(emuStream* s) {
 }
 // LITERALINCLUDE END: STREAM_WORKER
 
-struct Submitted {
-  uint64_t seq = 0;
-  bool ran_inline = false;
-  int rc = 0;  // the kernel's result when it ran inline
-};
+// LITERALINCLUDE START: WAITER_RUNS_WORK
+// A thread that waits for a stream has nothing else to do, and the host
+// thread's kernels use all the cores (a worker's team gets the ones the host
+// leaves free): so, as long as it waits, it runs the stream's queued items
+// itself, in order, one at a time as the worker would; the worker steps
+// aside. Only outside running work: a kernel that waits for another stream
+// must not run that stream's items inside its own.
+void help_until_completed(emuStream* s, uint64_t target) {
+  std::unique_lock<std::mutex> lock(s->mu);
+  ++s->helpers;
+  while (s->completed < target) {
+    if (!s->running && !s->queue.empty()) {
+      run_front_locked(s, lock);
+      continue;
+    }
+    // The worker (or another thread) is running an item: wait for it.
+    const uint64_t seen = s->completed;
+    lock.unlock();
+    spin_until([s, seen] { return s->completed.load(std::memory_order_acquire) != seen; });
+    lock.lock();
+    s->done_cv.wait(lock, [&] { return s->completed >= target || (!s->running && !s->queue.empty()); });
+  }
+  if (--s->helpers == 0 && !s->queue.empty() && !s->running) s->work_cv.notify_one();
+}
+// LITERALINCLUDE END: WAITER_RUNS_WORK
+
+} // namespace
+
+emuError_t check_stream(const char* call, const emuStream* s) {
+  if (s == nullptr || s->magic != kStreamMagic) {
+    return set_error(emuErrorInvalidResourceHandle, "%s: invalid stream handle %p", call,
+                     static_cast<const void*>(s));
+  }
+  return emuSuccess;
+}
 
 // LITERALINCLUDE START: INLINE_FAST_PATH
 // Hands `w` to stream `s`: runs it right here if the stream is idle (nothing
@@ -479,32 +277,6 @@ emuError_t submit(const char* call, emuStream* s, Work w, bool allow_inline, Sub
 }
 // LITERALINCLUDE END: INLINE_FAST_PATH
 
-// LITERALINCLUDE START: WAITER_RUNS_WORK
-// A thread that waits for a stream has nothing else to do, and the host
-// thread's kernels use all the cores (a worker's team gets the ones the host
-// leaves free): so, as long as it waits, it runs the stream's queued items
-// itself, in order, one at a time as the worker would; the worker steps
-// aside. Only outside running work: a kernel that waits for another stream
-// must not run that stream's items inside its own.
-void help_until_completed(emuStream* s, uint64_t target) {
-  std::unique_lock<std::mutex> lock(s->mu);
-  ++s->helpers;
-  while (s->completed < target) {
-    if (!s->running && !s->queue.empty()) {
-      run_front_locked(s, lock);
-      continue;
-    }
-    // The worker (or another thread) is running an item: wait for it.
-    const uint64_t seen = s->completed;
-    lock.unlock();
-    spin_until([s, seen] { return s->completed.load(std::memory_order_acquire) != seen; });
-    lock.lock();
-    s->done_cv.wait(lock, [&] { return s->completed >= target || (!s->running && !s->queue.empty()); });
-  }
-  if (--s->helpers == 0 && !s->queue.empty() && !s->running) s->work_cv.notify_one();
-}
-// LITERALINCLUDE END: WAITER_RUNS_WORK
-
 // Waits until item `target` of `s` has finished.
 void wait_until_completed(emuStream* s, uint64_t target) {
   if (s->completed.load(std::memory_order_acquire) >= target) return;
@@ -540,92 +312,6 @@ emuError_t take_failure(const char* call, emuStream* s) {
                    call, static_cast<unsigned long long>(s->id), s->device, detail.c_str());
 }
 
-// ---- copies ----
-
-const char* kind_name(emuMemcpyKind kind) {
-  switch (kind) {
-    case emuMemcpyHostToHost: return "HostToHost";
-    case emuMemcpyHostToDevice: return "HostToDevice";
-    case emuMemcpyDeviceToHost: return "DeviceToHost";
-    case emuMemcpyDeviceToDevice: return "DeviceToDevice";
-  }
-  return "?";
-}
-
-struct CopyPlan {
-  bool device_access = false;  // some side is device memory
-  bool pageable = false;       // some host side is not (entirely) pinned
-  int devices[2] = {-1, -1};   // destination, source device (-1: host)
-};
-
-// An injected copy fault for a copy touching device memory (faults.cpp).
-emuError_t copy_fault(const char* call, const CopyPlan& plan) {
-  if (!plan.device_access || !emu::faults_armed()) return emuSuccess;
-  return emu::fault_on_copy(call, plan.devices[0] >= 0 ? plan.devices[0] : plan.devices[1]);
-}
-
-// The queue item of a planned copy (run by copy_bytes, inline or on a worker).
-Work copy_work(const CopyPlan& plan, void* dst, const void* src, size_t n) {
-  Work w{};
-  w.kind = WorkKind::kMemcpy;
-  w.device_access = plan.device_access;
-  std::copy(plan.devices, plan.devices + 2, w.devices);
-  w.dst = dst;
-  w.src = src;
-  w.bytes = n;
-  return w;
-}
-
-// Checks one side of a copy against what `kind` says it must be.
-emuError_t check_side(const char* call, emuMemcpyKind kind, const char* side, const void* p,
-                      size_t n, bool want_device, int* device, CopyPlan* plan) {
-  if (p == nullptr) {
-    return set_error(emuErrorInvalidValue, "%s: %s %s is null", call, kind_name(kind), side);
-  }
-  *device = emu::device_of_pointer(p);
-  if (want_device) {
-    if (*device < 0) {
-      return set_error(emuErrorInvalidValue, "%s: %s %s %p is not emu device memory", call,
-                       kind_name(kind), side, p);
-    }
-    if (!emu::range_in_arena(*device, p, n)) {
-      return set_error(emuErrorInvalidValue,
-                       "%s: %s %s range [%p, %p + %zu) runs past the end of emu:%d's memory", call,
-                       kind_name(kind), side, p, p, n, *device);
-    }
-    plan->device_access = true;
-  } else {
-    if (*device >= 0) {
-      return set_error(emuErrorInvalidValue, "%s: %s %s %p is emu device memory (emu:%d), not host memory",
-                       call, kind_name(kind), side, p, *device);
-    }
-    if (!emu::range_is_pinned(p, n)) plan->pageable = true;
-  }
-  return emuSuccess;
-}
-
-emuError_t plan_copy(const char* call, void* dst, const void* src, size_t n, emuMemcpyKind kind,
-                     CopyPlan* plan) {
-  bool dst_device = false, src_device = false;
-  switch (kind) {
-    case emuMemcpyHostToHost: break;
-    case emuMemcpyHostToDevice: dst_device = true; break;
-    case emuMemcpyDeviceToHost: src_device = true; break;
-    case emuMemcpyDeviceToDevice: dst_device = src_device = true; break;
-    default:
-      return set_error(emuErrorInvalidValue, "%s: invalid memcpy kind %d", call,
-                       static_cast<int>(kind));
-  }
-  if (emuError_t err = check_side(call, kind, "destination", dst, n, dst_device, &plan->devices[0], plan)) {
-    return err;
-  }
-  return check_side(call, kind, "source", src, n, src_device, &plan->devices[1], plan);
-}
-
-} // namespace
-
-namespace emu {
-
 // Calls fn(stream) for every stream of `device`, on a snapshot (with
 // references) so that streams can be created or destroyed meanwhile without
 // the registry lock being held for that long.
@@ -657,8 +343,6 @@ void wait_for_device_outside_work(int device) {
   if (t_frames == nullptr) for_each_stream(device, [](emuStream* s) { drain(s); });
 }
 
-void retain_event(emuEvent_t event) { retain(event); }
-void release_event(emuEvent_t event) { release(event); }
 int stream_device(emuStream_t stream) { return stream->device; }
 
 // LITERALINCLUDE START: CAPTURE_HOOK
@@ -676,8 +360,7 @@ emuError_t capture_hook(const char* call, emuStream* s, const GraphNode& node, b
 
 } // namespace emu
 
-// The native runtime's stream, copy, launch and event calls (runtime_dispatch.cpp
-// makes them the API).
+// The native runtime's stream calls (plugin.cpp makes them the API).
 namespace emu::native {
 
 emuError_t emuDeviceGetStreamPriorityRange(int* least, int* greatest) {
@@ -800,294 +483,14 @@ emuError_t emuStreamSynchronize(emuStream_t stream) {
   return take_failure("emuStreamSynchronize", stream);
 }
 
-emuError_t emuStreamWaitEvent(emuStream_t stream, emuEvent_t event) {
-  EMU_API_ENTER();
-  if (emuError_t err = check_stream("emuStreamWaitEvent", stream)) return err;
-  if (emuError_t err = check_event("emuStreamWaitEvent", event)) return err;
-  emu::GraphNode node{emu::GraphNode::kEventWait};
-  node.event = event;
-  bool captured = false;
-  if (emuError_t err = emu::capture_hook("emuStreamWaitEvent", stream, node, &captured)) return err;
-  if (captured) return emuSuccess;
-  Work w{};
-  w.kind = WorkKind::kEventWait;
-  w.event = event;
-  {
-    std::lock_guard<std::mutex> lock(event->mu);
-    w.version = event->version;
-    if (w.version == 0 || event->is_complete_locked(w.version)) return emuSuccess;
-  }
-  // Never inline: waiting is the worker's job, the caller must not block.
-  Submitted submitted;
-  return submit("emuStreamWaitEvent", stream, w, /*allow_inline=*/false, &submitted);
-}
-
-emuError_t emuMemcpy(void* dst, const void* src, size_t n, emuMemcpyKind kind) {
-  EMU_API_ENTER();
-  if (n == 0) return emuSuccess;
-  CopyPlan plan;
-  if (emuError_t err = plan_copy("emuMemcpy", dst, src, n, kind, &plan)) return err;
-  if (emuError_t err = copy_fault("emuMemcpy", plan)) return err;
-  for (int device : plan.devices) {
-    if (device >= 0 && emu::capture_active()) {
-      if (emuError_t err = emu::forbid_if_device_capturing("emuMemcpy", device)) return err;
-    }
-  }
-  for (int device : plan.devices) {
-    if (device >= 0) emu::synchronize_device("emuMemcpy", device);
-  }
-  emu::TracedCall traced(emuActivityKindMemcpy, plan.devices[0] >= 0 ? plan.devices[0] : plan.devices[1],
-                         /*stream=*/0, kind, n);
-  emu::TracedWork traced_work(traced.record());
-  copy_bytes(copy_work(plan, dst, src, n), model_applies());
-  return emuSuccess;
-}
-
-// LITERALINCLUDE START: MEMCPY_ASYNC
-emuError_t emuMemcpyAsync(void* dst, const void* src, size_t n, emuMemcpyKind kind,
-                          emuStream_t stream) {
-  EMU_API_ENTER();
-  if (emuError_t err = check_stream("emuMemcpyAsync", stream)) return err;
-  if (n == 0) return emuSuccess;
-  CopyPlan plan;
-  if (emuError_t err = plan_copy("emuMemcpyAsync", dst, src, n, kind, &plan)) return err;
-  if (emuError_t err = copy_fault("emuMemcpyAsync", plan)) return err;
-  if (plan.pageable && emu::capture_active() && executing_frame(stream) == nullptr) {
-    // The graph would read or write the pageable buffer long after this call.
-    if (emuError_t err = emu::forbid_if_capturing("emuMemcpyAsync (pageable host memory)", stream)) return err;
-  }
-  emu::GraphNode node{emu::GraphNode::kMemcpy};
-  node.dst = dst;
-  node.src = src;
-  node.bytes = n;
-  node.copy_kind = kind;
-  bool captured = false;
-  if (emuError_t err = emu::capture_hook("emuMemcpyAsync", stream, node, &captured)) return err;
-  Work w = copy_work(plan, dst, src, n);
-  emu::TracedCall traced(emuActivityKindMemcpy, stream->device, stream->id, kind, n);
-  w.trace = traced.record();
-  Submitted submitted;
-  // A copy the performance model makes take time goes to the stream's worker
-  // even onto an idle stream: the caller must not wait for a modelled bus.
-  const bool inline_ok = !emu::g_model.active || plan.pageable || executing_frame(stream) != nullptr;
-  if (emuError_t err = submit("emuMemcpyAsync", stream, w, inline_ok, &submitted)) {
-    traced.not_queued();
-    return err;
-  }
-  // Pageable memory may be reused by the caller as soon as we return.
-  if (plan.pageable && !submitted.ran_inline) wait_until_completed(stream, submitted.seq);
-  return emuSuccess;
-}
-// LITERALINCLUDE END: MEMCPY_ASYNC
-
-namespace {
-
-emuError_t launch_host_func(const char* call, emuStream_t stream, emuHostFn_t fn, void* user_data,
-                            bool allow_inline) {
-  if (emuError_t err = check_stream(call, stream)) return err;
-  if (fn == nullptr) return set_error(emuErrorInvalidValue, "%s: fn is null", call);
-  emu::GraphNode node{emu::GraphNode::kHostFunc};
-  node.host_fn = fn;
-  node.user_data = user_data;
-  bool captured = false;
-  if (emuError_t err = emu::capture_hook(call, stream, node, &captured)) return err;
-  if (captured) return emuSuccess;  // host functions run at replay only
-  Work w{};
-  w.kind = WorkKind::kHostFunc;
-  w.host_fn = fn;
-  w.user_data = user_data;
-  Submitted submitted;
-  return submit(call, stream, w, allow_inline || executing_frame(stream) != nullptr, &submitted);
-}
-
-} // namespace
-
-emuError_t emuLaunchHostFunc(emuStream_t stream, emuHostFn_t fn, void* user_data) {
-  EMU_API_ENTER();
-  return launch_host_func("emuLaunchHostFunc", stream, fn, user_data, /*allow_inline=*/true);
-}
-
-emuError_t emuLaunchHostFuncAsync(emuStream_t stream, emuHostFn_t fn, void* user_data) {
-  EMU_API_ENTER();
-  return launch_host_func("emuLaunchHostFuncAsync", stream, fn, user_data, /*allow_inline=*/false);
-}
-
-namespace {
-
-emuError_t launch(const char* call, emuStream_t stream, emuKernelFn_t fn, void* user_data, bool allow_inline) {
-  if (emuError_t err = check_stream(call, stream)) return err;
-  if (fn == nullptr) return set_error(emuErrorInvalidValue, "%s: fn is null", call);
-  emu::GraphNode node{emu::GraphNode::kKernel};
-  node.kernel_fn = fn;
-  node.user_data = user_data;
-  bool captured = false;
-  if (emuError_t err = emu::capture_hook(call, stream, node, &captured)) return err;
-  Work w{};
-  w.kind = WorkKind::kKernel;
-  w.kernel_fn = fn;
-  w.user_data = user_data;
-  if (emu::faults_armed()) {
-    if (emuError_t err = emu::fault_on_launch(call, stream->device, &w.injected)) {
-      return err;
-    }
-  }
-  emu::TracedCall traced(emuActivityKindKernel, stream->device, stream->id);
-  w.trace = traced.record();
-  Submitted submitted;
-  // Work launched from work running on `stream` is part of it: in place.
-  allow_inline = allow_inline || executing_frame(stream) != nullptr;
-  if (emuError_t err = submit(call, stream, w, allow_inline, &submitted)) {
-    traced.not_queued();
-    return err;
-  }
-  if (submitted.rc != 0) {
-    if (!t_kernel_message.empty()) {
-      return set_error(emuErrorLaunchFailure, "%s: the kernel failed on emu:%d: %s", call, stream->device,
-                       t_kernel_message.c_str());
-    }
-    return set_error(emuErrorLaunchFailure, "%s: the kernel returned %d on emu:%d", call, submitted.rc,
-                     stream->device);
-  }
-  return emuSuccess;
-}
-
-} // namespace
-
-emuError_t emuLaunchKernel(emuStream_t stream, emuKernelFn_t fn, void* user_data) {
-  EMU_API_ENTER();
-  return launch("emuLaunchKernel", stream, fn, user_data, /*allow_inline=*/true);
-}
-
-emuError_t emuLaunchKernelAsync(emuStream_t stream, emuKernelFn_t fn, void* user_data) {
-  EMU_API_ENTER();
-  return launch("emuLaunchKernelAsync", stream, fn, user_data, /*allow_inline=*/false);
-}
-
-emuError_t emuKernelSetErrorMessage(const char* message) {
-  EMU_API_ENTER();
-  if (message == nullptr) return set_error(emuErrorInvalidValue, "emuKernelSetErrorMessage: message is null");
-  if (t_frames == nullptr) {
-    return set_error(emuErrorInvalidValue, "emuKernelSetErrorMessage: not called from a running kernel");
-  }
-  t_kernel_message = message;
-  return emuSuccess;
-}
-
-emuError_t emuEventCreateWithFlags(emuEvent_t* event, unsigned int flags) {
-  EMU_API_ENTER();
-  if (event == nullptr) return set_error(emuErrorInvalidValue, "emuEventCreateWithFlags: event is null");
-  if ((flags & ~static_cast<unsigned>(emuEventDisableTiming)) != 0) {
-    return set_error(emuErrorInvalidValue, "emuEventCreateWithFlags: invalid flags 0x%x", flags);
-  }
-  emuEvent* e = new emuEvent;
-  e->timing = (flags & emuEventDisableTiming) == 0;
-  *event = e;
-  return emuSuccess;
-}
-
-emuError_t emuEventDestroy(emuEvent_t event) {
-  EMU_API_ENTER_RELEASE();
-  if (emuError_t err = check_event("emuEventDestroy", event)) return err;
-  event->magic = kDeadMagic;
-  release(event);  // queued items keep it alive until they have run
-  return emuSuccess;
-}
-
-emuError_t emuEventRecord(emuEvent_t event, emuStream_t stream) {
-  EMU_API_ENTER();
-  if (emuError_t err = check_event("emuEventRecord", event)) return err;
-  if (emuError_t err = check_stream("emuEventRecord", stream)) return err;
-  emu::GraphNode node{emu::GraphNode::kEventRecord};
-  node.event = event;
-  bool captured = false;
-  if (emuError_t err = emu::capture_hook("emuEventRecord", stream, node, &captured)) return err;
-  if (captured) return emuSuccess;
-  Work w{};
-  w.kind = WorkKind::kEventRecord;
-  w.event = event;
-  {
-    std::lock_guard<std::mutex> lock(event->mu);
-    w.version = ++event->version;
-    event->device = stream->device;
-    event->record_stream_id = stream->id;
-  }
-  Submitted submitted;
-  return submit("emuEventRecord", stream, w, /*allow_inline=*/true, &submitted);
-}
-
-emuError_t emuEventQuery(emuEvent_t event) {
-  EMU_API_ENTER();
-  if (emuError_t err = check_event("emuEventQuery", event)) return err;
-  if (emu::capture_active()) {
-    if (emuError_t err = emu::forbid_if_event_captured("emuEventQuery", event)) return err;
-  }
-  std::lock_guard<std::mutex> lock(event->mu);
-  return event->is_complete_locked(event->version) ? emuSuccess : emuErrorNotReady;
-}
-
-emuError_t emuEventSynchronize(emuEvent_t event) {
-  EMU_API_ENTER();
-  if (emuError_t err = check_event("emuEventSynchronize", event)) return err;
-  if (emu::capture_active()) {
-    if (emuError_t err = emu::forbid_if_event_captured("emuEventSynchronize", event)) return err;
-  }
-  std::unique_lock<std::mutex> lock(event->mu);
-  const uint64_t v = event->version;
-  if (event->is_complete_locked(v)) return emuSuccess;
-  // From work running on the recording stream, a pending record is queued
-  // behind the caller: everything it covers up to the caller is done already.
-  for (const Frame* f = t_frames; f != nullptr; f = f->prev) {
-    if (f->stream->id == event->record_stream_id) return emuSuccess;
-  }
-  event->cv.wait(lock, [&] { return event->is_complete_locked(v); });
-  return emuSuccess;
-}
-
-emuError_t emuEventElapsedTime(float* ms, emuEvent_t start, emuEvent_t end) {
-  EMU_API_ENTER();
-  if (ms == nullptr) return set_error(emuErrorInvalidValue, "emuEventElapsedTime: ms is null");
-  if (emuError_t err = check_event("emuEventElapsedTime", start)) return err;
-  if (emuError_t err = check_event("emuEventElapsedTime", end)) return err;
-  Clock::time_point stamps[2];
-  int devices[2];
-  emuEvent* events[2] = {start, end};
-  for (int i = 0; i < 2; ++i) {
-    emuEvent* e = events[i];
-    const char* which = i == 0 ? "start" : "end";
-    if (!e->timing) {
-      return set_error(emuErrorInvalidResourceHandle,
-                       "emuEventElapsedTime: %s event was created with timing disabled", which);
-    }
-    std::lock_guard<std::mutex> lock(e->mu);
-    if (e->version == 0) {
-      return set_error(emuErrorNotReady, "emuEventElapsedTime: %s event was never recorded", which);
-    }
-    if (!e->is_complete_locked(e->version)) {
-      return set_error(emuErrorNotReady, "emuEventElapsedTime: %s event has not completed yet",
-                       which);
-    }
-    stamps[i] = e->stamp;
-    devices[i] = e->device;
-  }
-  // As CUDA's cudaEventElapsedTime: events on two devices are not timed against each other.
-  if (devices[0] != devices[1]) {
-    return set_error(emuErrorInvalidResourceHandle,
-                     "emuEventElapsedTime: the start event was recorded on emu:%d and the end event on emu:%d; "
-                     "both must be recorded on the same device",
-                     devices[0], devices[1]);
-  }
-  *ms = std::chrono::duration<float, std::milli>(stamps[1] - stamps[0]).count();
-  return emuSuccess;
-}
-
 } // namespace emu::native
 
 extern "C" {
 
 emuError_t emuStreamGetId(emuStream_t stream, uint64_t* id) {
   EMU_API_ENTER();
-  if (emuError_t err = check_stream("emuStreamGetId", stream)) return err;
-  if (id == nullptr) return set_error(emuErrorInvalidValue, "emuStreamGetId: id is null");
+  if (emuError_t err = emu::check_stream("emuStreamGetId", stream)) return err;
+  if (id == nullptr) return emu::set_error(emuErrorInvalidValue, "emuStreamGetId: id is null");
   *id = stream->id;
   return emuSuccess;
 }

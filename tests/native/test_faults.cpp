@@ -1,6 +1,6 @@
 // Standalone test of the runtime's injected faults (emu_runtime_faults.h) and
 // performance model (emu_runtime_perf.h). Build:
-//   g++ -std=c++17 -O1 -pthread -I csrc csrc/runtime/*.cpp tests/native/test_faults.cpp
+//   python scripts/build_runtime.py --programs test_faults   (build/runtime/release/bin/test_faults)
 // Run with TORCH_EMU_PROFILE="h2d=1GB/s,launch=2ms" (tests/test_runtime_native.py
 // and scripts/sanitize.sh do): exits 0 when every check passes. Faults are
 // armed and fired from several threads at once, for the sanitizers.

@@ -1,5 +1,5 @@
-// Standalone test of the runtime's stream capture (emu_runtime_graph.h). Build:
-//   g++ -std=c++17 -O1 -pthread -I csrc csrc/runtime/*.cpp tests/native/test_graphs.cpp
+// Standalone test of the runtime's stream capture (emu_runtime_graphs.h). Build:
+//   python scripts/build_runtime.py --programs test_graphs   (build/runtime/release/bin/test_graphs)
 // Exits 0 when every check passes (run by tests/test_graphs.py).
 
 #include <cstdio>
@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "runtime/emu_runtime.h"
-#include "runtime/emu_runtime_graph.h"
+#include "runtime/emu_runtime_graphs.h"
 
 #define CHECK_ERR(expr, code)                                                                   \
   do {                                                                                          \

@@ -1,5 +1,5 @@
 // Standalone test of plugging another runtime in (emu_runtime_plugin.h). Build:
-//   g++ -std=c++17 -O1 -pthread -I csrc csrc/runtime/*.cpp tests/native/test_plugin.cpp
+//   python scripts/build_runtime.py --programs test_plugin   (build/runtime/release/bin/test_plugin)
 // Run with no argument: installs a toy runtime and checks that the API
 // forwards to it; with "late": checks that installing after the native
 // runtime was used is refused. Exits 0 when every check passes.

@@ -1,5 +1,5 @@
 // Standalone test of the emu runtime C API (csrc/runtime). Build:
-//   g++ -std=c++17 -O1 -pthread -I csrc csrc/runtime/*.cpp tests/native/test_runtime.cpp
+//   python scripts/build_runtime.py --programs test_runtime   (build/runtime/release/bin/test_runtime)
 // Run without arguments: exits 0 when every check passes, otherwise prints the
 // failing check and exits 1. `test_runtime info` prints the configuration the
 // runtime derived from the environment, and `test_runtime exit` returns from

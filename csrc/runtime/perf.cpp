@@ -1,5 +1,5 @@
 // The performance model (emu_runtime_perf.h): read from TORCH_EMU_PROFILE at
-// init, applied by streams.cpp to the copies and kernels it runs.
+// init, applied by streams.cpp and copies.cpp to the kernels and copies they run.
 
 #include <cctype>
 #include <cstdio>

@@ -2,8 +2,8 @@
 //
 // Per device and per kind of activity (kernel, memory), the runtime keeps how
 // many activities are in flight and, in a ring of short time buckets, how long
-// at least one was. streams.cpp brackets every kernel and every copy that
-// touches device memory with an emu::ActivityScope; nested or concurrent
+// at least one was. streams.cpp and copies.cpp bracket every kernel and every
+// copy that touches device memory with an emu::ActivityScope; nested or concurrent
 // activities (several streams, a kernel launching inline onto another stream)
 // count once, so a percentage never exceeds 100.
 

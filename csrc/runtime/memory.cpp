@@ -367,7 +367,7 @@ void device_work_end() {
 // LITERALINCLUDE END: STRICT_MODE_TOGGLE
 
 // LITERALINCLUDE START: CAPTURE_ROLLBACK
-// Work recorded during a capture also runs once (emu_runtime_graph.h); these
+// Work recorded during a capture also runs once (emu_runtime_graphs.h); these
 // two undo its writes. Only memory live at the start is put back: what the
 // capture allocated holds whatever it held, as after a real capture.
 void snapshot_device_memory(int device, MemorySnapshot* snapshot) {
@@ -405,7 +405,7 @@ void restore_device_memory(int device, const MemorySnapshot& snapshot) {
 using emu::format_bytes;
 using emu::set_error;
 
-// The native runtime's memory calls (runtime_dispatch.cpp makes them the API).
+// The native runtime's memory calls (plugin.cpp makes them the API).
 namespace emu::native {
 
 emuError_t emuMalloc(void** ptr, size_t size) {
