@@ -56,3 +56,10 @@ def test_every_operator_kernel_lives_in_aten_kernels():
                    if re.search(r"TORCH_LIBRARY_IMPL|torch::Library::IMPL", path.read_text())}
     outside = sorted(p for p in registering if not p.startswith("aten/kernels/") and p not in NOT_KERNELS)
     assert not outside, f"operator kernels outside csrc/aten/kernels: {outside}"
+
+
+def test_no_source_file_over_about_600_lines():
+    # One concern per file: past this, a file holds more than one (split it by concern).
+    long = {str(path.relative_to(CSRC)): n for path in CSRC.rglob("*") if path.suffix in (".h", ".cpp")
+            if (n := len(path.read_text().splitlines())) > 650}
+    assert not long, f"source files over 650 lines: {long}"
