@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The suites that must pass with the runtime in Python (TORCH_EMU_RUNTIME=python, the reference
 # runtime of torch_emu/runtime/): device, memory, streams and events, RNG, operators, autograd and
-# training, AMP, serialization, and their neighbours. CI runs it after the three launch modes;
+# training, AMP, serialization, and their neighbours. CI runs it after the launch-mode stages;
 # tests of native-only features (tests/conftest.py: native_runtime_only) skip themselves.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -33,7 +33,7 @@ void launch_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel,
                    const char* what = __builtin_FUNCTION());
 
 // LITERALINCLUDE START: QUEUE_KERNEL_DECL
-// How queue_kernel launches, set once (at the first launch):
+// How queue_kernel launches, set once (when the device starts: EmuHooks init):
 // - kAdaptive (the default with cores to spare): per kernel, by
 //   run_at_once() in EmuLaunch.cpp: a small kernel onto an idle stream runs
 //   at once on the calling thread, where a hand-off to the worker would cost
@@ -48,7 +48,7 @@ void launch_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel,
 enum class LaunchMode { kAdaptive, kAuto, kQueued, kBlocking };
 LaunchMode launch_mode();
 // For a runtime whose every call is expensive (the Python bridge): auto
-// instead of queued when the environment does not say. Before the first launch.
+// instead of adaptive when the environment does not say. Before the device starts.
 void prefer_auto_launch_mode();
 
 // Launches a kernel whose outputs already exist (a GPU launch): unless it

@@ -4,10 +4,11 @@
 // with a c10d::Timer that it looks up by the device type of the module. With no
 // timer for PrivateUse1 those stats stay 0 for emu modules.
 //
-// Emu kernels run on streams, queued by default, so the host clock at one of
-// the reducer's events says when the work before it was issued, not when it
-// ran. As on CUDA, each event is therefore also recorded on the device's
-// current stream, and a difference is the time between the two device events.
+// Emu kernels run on streams, queued unless small and onto an idle stream, so
+// the host clock at one of the reducer's events says when the work before it
+// was issued, not when it ran. As on CUDA, each event is therefore also
+// recorded on the device's current stream, and a difference is the time
+// between the two device events.
 
 #include <array>
 

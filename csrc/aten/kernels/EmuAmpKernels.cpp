@@ -4,7 +4,7 @@
 // GradScaler calls them on the device that holds the gradients so that
 // checking and unscaling never needs the host to look at a value; only
 // GradScaler.step reads found_inf (one .item() per device). Each runs as one
-// kernel on the current stream of its device, through launch_kernel, on CPU
+// kernel on the current stream of its device, through queue_kernel, on CPU
 // aliases of the device buffers (HostAliases).
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>

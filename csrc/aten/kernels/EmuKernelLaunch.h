@@ -80,8 +80,9 @@ decltype(auto) run_on(c10::DeviceIndex device, Fn&& fn, MakeReplay&& make_replay
 // LITERALINCLUDE END: RUN_ON
 
 // LITERALINCLUDE START: QUEUE_ON
-// Queues fn() as one kernel on the current stream of `device` and returns
-// before it runs (queue_kernel in EmuLaunch.h): for kernels that write into
+// Launches fn() as one kernel on the current stream of `device` without
+// waiting for the stream (queue_kernel in EmuLaunch.h: queued, or run at once
+// when the launch mode's rule says so): for kernels that write into
 // tensors that exist already. The queued kernel is `make_owning()`, the same
 // closure that replays a captured kernel, so one closure serves both.
 template <typename Fn, typename MakeOwning>
