@@ -5,8 +5,10 @@ import glob
 import os
 import sys
 
-from setuptools import setup
-from torch.utils.cpp_extension import BuildExtension, CppExtension
+# Building must not load an installed torch-emu (autoload): a stale or broken _C would fail it.
+os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+from setuptools import setup  # noqa: E402
+from torch.utils.cpp_extension import BuildExtension, CppExtension  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
