@@ -16,8 +16,8 @@ fi
 requirements=$(cat scripts/setup.sh pyproject.toml setup.py kit/pyproject.toml \
   examples/registration/pyproject.toml examples/registration/setup.py | sha256sum)
 stamp=.venv/torch-emu-setup
-start=$(date +%s)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$requirements" ]; then
+  start=$(date +%s)
   python setup.py --quiet build_ext --inplace
   (cd examples/registration && python setup.py --quiet build_ext --inplace)
 else

@@ -4,10 +4,11 @@ kernels are launched.
 The README's test command runs the whole suite in the default launch mode
 (adaptive); CI then runs only the tests marked ``launch_mode`` again with
 every kernel queued, with every kernel onto an idle stream run at once, and
-with every launch waited for (``.ci/run``).  That is sound only if the marker is where it must be, so
-this test reads every test function and fails on one that touches what the
-launch mode changes without carrying the marker (on the function, its class,
-or the module's ``pytestmark``).  The rule is in docs/guide/testing.md.
+with every launch waited for (``.ci/run``).  That is sound only if the marker
+is where it must be, so this test reads every test function and fails on one
+that touches what the launch mode changes without carrying the marker (on the
+function, its class, or the module's ``pytestmark``).  The rule is in
+docs/guide/testing.md.
 """
 
 import ast

@@ -16,9 +16,9 @@
 namespace torch_emu {
 
 // Runs `body` as device work of `stream`, launched by `launcher`, on this
-// thread (current device and stream, and the kernel_device() that the
-// kernel allocator reads); returns what it
-// threw. For the runtime's launches (launch_kernel, captured kernels of graphs).
+// thread (current device and stream, and the kernel_device() that the kernel
+// allocator reads); returns what it threw. For the runtime's launches
+// (launch_kernel, captured kernels of graphs).
 std::exception_ptr run_as_kernel(const c10::Stream& stream, std::thread::id launcher,
                                  c10::function_ref<void()> body);
 
