@@ -460,9 +460,13 @@ emuError_t emuStreamQuery(emuStream_t stream) {
   if (emu::capture_active() && executing_frame(stream) == nullptr) {
     if (emuError_t err = emu::forbid_if_capturing("emuStreamQuery", stream)) return err;
   }
-  if (emuError_t err = take_failure("emuStreamQuery", stream)) return err;
-  std::lock_guard<std::mutex> lock(stream->mu);
-  return (stream->running || !stream->queue.empty()) ? emuErrorNotReady : emuSuccess;
+  {
+    // Busy first, failure second: a kernel that fails between the two checks
+    // the other way round would be missed by this query and reported by a later one.
+    std::lock_guard<std::mutex> lock(stream->mu);
+    if (stream->running || !stream->queue.empty()) return emuErrorNotReady;
+  }
+  return take_failure("emuStreamQuery", stream);
 }
 
 emuError_t emuStreamGetPendingWork(emuStream_t stream, int* pending) {
