@@ -1,5 +1,6 @@
 """The tutorial docs/guide/build_your_own.md: its structure (fast) and every command in it, as written (kit)."""
 
+import json
 import os
 import pathlib
 import re
@@ -142,12 +143,25 @@ def test_runner_refuses_a_bad_command_line_before_running(args, message, capsys)
     assert status == 2 and message in capsys.readouterr().err
 
 
+# LITERALINCLUDE START: KIT_TEST
 @pytest.mark.kit
-def test_whole_chapter_runs():
-    """Generates and builds a backend with the scaffold, then runs every command of the chapter."""
+def test_whole_chapter_runs(tmp_path):
+    """Generates and builds a backend with the scaffold, runs every command of the chapter, then reads the
+    fresh scaffold's conformance report."""
     # `python` and `torch-emu-kit` in the chapter are this interpreter's, with torch-emu importable as it
     # is here (installed, or PYTHONPATH): nothing is added that the generated backend's own scripts would inherit.
     env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
-    r = subprocess.run([sys.executable, "-m", "torch_emu_kit", "tutorial", str(CHAPTER)], capture_output=True,
-                       text=True, env=env, timeout=3600)
+    r = subprocess.run([sys.executable, "-m", "torch_emu_kit", "tutorial", str(CHAPTER), "--workdir", str(tmp_path)],
+                       capture_output=True, text=True, env=env, timeout=3600)
     assert r.returncode == 0, (r.stdout + r.stderr)[-20000:]
+    report = json.loads((tmp_path / "mydev" / "conformance.json").read_text())
+    assert report["device"] == "mydev"
+    tiers = {t["tier"]: t for t in report["tiers"]}
+    for name in ("device", "memory", "generator", "operators"):
+        assert tiers[name]["ok"] and tiers[name]["skipped"] == 0, tiers[name]["first_failure"]
+    for tier in tiers.values():  # the others fail or skip, each time saying why
+        for check in tier["checks"]:
+            assert check["status"] in ("passed", "failed", "skipped"), (tier["tier"], check)
+            assert check["status"] == "passed" or check["reason"], (tier["tier"], check)
+# LITERALINCLUDE END: KIT_TEST
+
