@@ -33,6 +33,24 @@ def run_python(code: str, **env) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.fixture
+def command_here(capsys):
+    """``python -m torch_emu ARGS`` run in this process, as (exit status, stdout, stderr): for
+    command lines refused before anything runs, where a process of its own would add only its
+    start-up (about 2.5 s of CPU, most of these tests' cost)."""
+    from torch_emu.__main__ import main
+
+    def run(*args: str) -> tuple[int, str, str]:
+        try:
+            status = main(list(args))
+        except SystemExit as exit:  # refused by the parser
+            status = exit.code
+        out, err = capsys.readouterr()
+        return status, out, err
+
+    return run
+
+
 def first_use_errors(**env) -> list[str]:
     """The device's first use, twice, in a fresh interpreter with ``env``: each
     time the initialisation error's type and message (a bad setting must fail

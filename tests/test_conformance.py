@@ -123,15 +123,15 @@ def test_failures_crashes_and_hangs_are_reported(tmp_path):
 
 
 @pytest.mark.launch_mode
-def test_list_and_bad_tier(tmp_path):
-    r = conformance("--list")
-    assert r.returncode == 0 and "operators:" in r.stdout and "docs/guide/streams_events.md" in r.stdout
-    assert "  check_out_of_memory: " in r.stdout
-    r = conformance("--tier", "nonexistent")
-    assert r.returncode == 2 and "unknown tier(s) nonexistent" in r.stderr
+def test_list_and_bad_tier(tmp_path, command_here):
+    status, out, _ = command_here("conformance", "--list")
+    assert status == 0 and "operators:" in out and "docs/guide/streams_events.md" in out
+    assert "  check_out_of_memory: " in out
+    status, _, err = command_here("conformance", "--tier", "nonexistent")
+    assert status == 2 and "unknown tier(s) nonexistent" in err
     (tmp_path / "dup.py").write_text('TIER = "device"\n')
-    r = conformance("--checks-module", str(tmp_path / "dup.py"), "--list")
-    assert r.returncode == 2 and "defined twice" in r.stderr
+    status, _, err = command_here("conformance", "--checks-module", str(tmp_path / "dup.py"), "--list")
+    assert status == 2 and "defined twice" in err
 
 
 @pytest.mark.parametrize("args, message", [
@@ -142,10 +142,10 @@ def test_list_and_bad_tier(tmp_path):
     (["--json", "/tmp"], "argument --json: cannot write /tmp: Is a directory"),
     (["--checks-module", "/nonexistent/tier.py"], "argument --checks-module: no such file: /nonexistent/tier.py"),
 ])
-def test_bad_command_lines_fail_before_running(args, message):
-    r = conformance(*args)
-    assert r.returncode == 2 and message in r.stderr, r.stderr
-    assert "Traceback" not in r.stderr and r.stdout == ""  # refused by the parser: no tier ran
+def test_bad_command_lines_fail_before_running(args, message, command_here):
+    status, out, err = command_here("conformance", *args)
+    assert status == 2 and message in err, err
+    assert "Traceback" not in err and out == ""  # refused by the parser: no tier ran
 
 
 NO_CHECKS = {
@@ -155,30 +155,30 @@ NO_CHECKS = {
 
 
 @pytest.mark.parametrize("module", NO_CHECKS)
-def test_a_tier_without_checks_is_refused(tmp_path, module):
+def test_a_tier_without_checks_is_refused(tmp_path, module, command_here):
     """It would pass having checked nothing (and link to docs/guide/.md without a CHAPTER)."""
     (tmp_path / module).write_text(NO_CHECKS[module])
     for extra in ([], ["--list"]):
-        r = conformance("--checks-module", str(tmp_path / module), *extra)
-        assert r.returncode == 2, r.stdout + r.stderr
+        status, out, err = command_here("conformance", "--checks-module", str(tmp_path / module), *extra)
+        assert status == 2, out + err
         tier = module.removesuffix(".py")
-        assert r.stderr == f"error: {tmp_path / module}: tier '{tier}' has no checks (functions named check_*)\n"
-        assert r.stdout == ""
+        assert err == f"error: {tmp_path / module}: tier '{tier}' has no checks (functions named check_*)\n"
+        assert out == ""
 
 
-def test_a_checks_module_that_does_not_load_is_refused(tmp_path):
+def test_a_checks_module_that_does_not_load_is_refused(tmp_path, command_here):
     (tmp_path / "bad.py").write_text("import no_such_module_here\n")
-    r = conformance("--checks-module", str(tmp_path / "bad.py"), "--list")
-    assert r.returncode == 2 and "Traceback" not in r.stderr
-    assert r.stderr == f"error: {tmp_path / 'bad.py'} does not load: ModuleNotFoundError: " \
-                       "No module named 'no_such_module_here'\n"
+    status, _, err = command_here("conformance", "--checks-module", str(tmp_path / "bad.py"), "--list")
+    assert status == 2 and "Traceback" not in err
+    assert err == f"error: {tmp_path / 'bad.py'} does not load: ModuleNotFoundError: " \
+                  "No module named 'no_such_module_here'\n"
 
 
-def test_a_tier_without_chapter_lists_no_guide(tmp_path):
+def test_a_tier_without_chapter_lists_no_guide(tmp_path, command_here):
     (tmp_path / "nochapter.py").write_text('"""No chapter."""\nTIER = "nochapter"\n\n\ndef check_x(dev):\n    pass\n')
-    r = conformance("--checks-module", str(tmp_path / "nochapter.py"), "--list")
-    assert r.returncode == 0 and "\nnochapter: No chapter.\n" in r.stdout, r.stdout
-    assert "docs/guide/.md" not in r.stdout
+    status, out, _ = command_here("conformance", "--checks-module", str(tmp_path / "nochapter.py"), "--list")
+    assert status == 0 and "\nnochapter: No chapter.\n" in out, out
+    assert "docs/guide/.md" not in out
 
 
 @pytest.mark.parametrize("args, message", [
@@ -187,12 +187,9 @@ def test_a_tier_without_chapter_lists_no_guide(tmp_path):
     (["demo", "--steps", "0"], "argument --steps: must be a positive integer, not '0'"),
     (["demo", "--steps", "2.5"], "argument --steps: must be a positive integer, not '2.5'"),
 ])
-def test_every_timeout_and_count_must_be_positive(args, message, capsys):
-    from torch_emu.__main__ import main
-
-    with pytest.raises(SystemExit) as exit:
-        main(args)
-    assert exit.value.code == 2 and message in capsys.readouterr().err
+def test_every_timeout_and_count_must_be_positive(args, message, command_here):
+    status, _, err = command_here(*args)
+    assert status == 2 and message in err
 
 
 def test_guide_table_matches_the_tiers():

@@ -5,8 +5,6 @@ import json
 import os
 import pathlib
 import re
-import subprocess
-import sys
 
 import pytest
 
@@ -140,12 +138,6 @@ def test_cli(tmp_path, capsys):
     assert "not an empty directory" in capsys.readouterr().err
 
 
-def new(*args, cwd):
-    """`python -m torch_emu new`: the backend's command line, which forwards to the kit's."""
-    return subprocess.run([sys.executable, "-m", "torch_emu", "new", *args], capture_output=True, text=True,
-                          timeout=300, cwd=cwd)
-
-
 @pytest.mark.parametrize("args, message", [
     (["a" * 300], f"bad name '{'a' * 300}': longer than 64 characters"),
     (["mydev", "--dir", "/proc/nope"], "cannot create /proc/nope: No such file or directory"),
@@ -153,14 +145,17 @@ def new(*args, cwd):
     (["mydev", "--dir", "{tmp}/" + "d" * 300], "cannot create {tmp}/" + "d" * 300 + ": File name too long"),
     (["mydev", "--dir", "{tmp}/file/sub"], "cannot create {tmp}/file/sub: Not a directory"),
 ])
-def test_cli_refuses_bad_names_and_directories_before_writing(tmp_path, args, message):
+def test_cli_refuses_bad_names_and_directories_before_writing(tmp_path, monkeypatch, args, message, command_here):
+    """`python -m torch_emu new`: the backend's command line, which forwards to the kit's."""
     (tmp_path / "file").write_text("")
-    r = new(*(a.format(tmp=tmp_path) for a in args), cwd=tmp_path)
-    assert r.returncode == 2 and r.stderr == f"error: {message.format(tmp=tmp_path)}\n", r.stderr
+    monkeypatch.chdir(tmp_path)
+    status, _, err = command_here("new", *(a.format(tmp=tmp_path) for a in args))
+    assert status == 2 and err == f"error: {message.format(tmp=tmp_path)}\n", err
     assert [p.name for p in tmp_path.iterdir()] == ["file"]  # nothing written
 
 
-def test_cli_refuses_a_default_directory_it_cannot_create():
+def test_cli_refuses_a_default_directory_it_cannot_create(monkeypatch, command_here):
     """Without --dir the directory is ./NAME: checked the same way."""
-    r = new("mydev", cwd="/proc")
-    assert r.returncode == 2 and r.stderr == "error: cannot create /proc/mydev: No such file or directory\n", r.stderr
+    monkeypatch.chdir("/proc")
+    status, _, err = command_here("new", "mydev")
+    assert status == 2 and err == "error: cannot create /proc/mydev: No such file or directory\n", err

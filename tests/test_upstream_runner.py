@@ -120,10 +120,10 @@ def test_the_kit_runs_it_with_a_backend_named_by_import(tmp_path):
     (["--skip-file", "/nonexistent-skips.json"], "argument --skip-file: no such file: /nonexistent-skips.json"),
     (["--pytorch", "/nonexistent-pytorch"], "argument --pytorch: no such folder: /nonexistent-pytorch"),
 ])
-def test_bad_command_lines_fail_before_running(args, message):
-    r = upstream("--file", "sample_device_generic.py", *args)
-    assert r.returncode == 2 and message in r.stderr, r.stderr
-    assert "Traceback" not in r.stderr and "both pass" not in r.stdout  # nothing ran
+def test_bad_command_lines_fail_before_running(args, message, command_here):
+    status, out, err = command_here("upstream", "--pytorch", str(SAMPLES), "--file", "sample_device_generic.py", *args)
+    assert status == 2 and message in err, err
+    assert "Traceback" not in err and "both pass" not in out  # nothing ran
 
 
 @pytest.mark.parametrize("content, message", [
@@ -134,9 +134,10 @@ def test_bad_command_lines_fail_before_running(args, message):
     (["sample_device_generic.py"], "expected {test file: entry}"),
     ("{not json", "Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"),
 ])
-def test_a_malformed_skip_file_is_refused(tmp_path, content, message):
+def test_a_malformed_skip_file_is_refused(tmp_path, content, message, command_here):
     bad = tmp_path / "skips.json"
     bad.write_text(content if isinstance(content, str) else json.dumps(content))
-    r = upstream("--file", "sample_device_generic.py", "--skip-file", str(bad))
-    assert r.returncode == 2 and r.stderr == f"error: {bad}: {message}\n", r.stderr
-    assert "both pass" not in r.stdout
+    status, out, err = command_here("upstream", "--pytorch", str(SAMPLES), "--file", "sample_device_generic.py",
+                                    "--skip-file", str(bad))
+    assert status == 2 and err == f"error: {bad}: {message}\n", err
+    assert "both pass" not in out
