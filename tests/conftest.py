@@ -35,12 +35,13 @@ def run_python(code: str, **env) -> subprocess.CompletedProcess:
 
 @pytest.fixture
 def command_here(capsys):
-    """``python -m torch_emu ARGS`` run in this process, as (exit status, stdout, stderr): for
-    command lines refused before anything runs, where a process of its own would add only its
-    start-up (about 2.5 s of CPU, most of these tests' cost)."""
-    from torch_emu.__main__ import main
+    """``python -m torch_emu ARGS`` (or another command line's ``main``, e.g. the kit's) run in this
+    process, as (exit status, stdout, stderr): for command lines refused before anything runs,
+    where a process of its own would add only its start-up (about 2.5 s of CPU, most of these
+    tests' cost)."""
+    from torch_emu.__main__ import main as torch_emu_main
 
-    def run(*args: str) -> tuple[int, str, str]:
+    def run(*args: str, main=torch_emu_main) -> tuple[int, str, str]:
         try:
             status = main(list(args))
         except SystemExit as exit:  # refused by the parser

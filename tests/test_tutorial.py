@@ -135,12 +135,9 @@ def test_runner_rejects_lines_it_cannot_run_one_by_one(line):
     ([str(CHAPTER), "--workdir", "/nonexistent-dir"], "argument --workdir: no such folder: /nonexistent-dir"),
     ([str(CHAPTER), "--from", "No such heading"], "no command under a heading starting with 'No such heading'"),
 ])
-def test_runner_refuses_a_bad_command_line_before_running(args, message, capsys):
-    try:
-        status = main(["tutorial", *args])
-    except SystemExit as exit:  # refused by the parser
-        status = exit.code
-    assert status == 2 and message in capsys.readouterr().err
+def test_runner_refuses_a_bad_command_line_before_running(args, message, command_here):
+    status, _, err = command_here("tutorial", *args, main=main)  # the kit's command line
+    assert status == 2 and message in err
 
 
 # LITERALINCLUDE START: KIT_TEST
@@ -164,4 +161,3 @@ def test_whole_chapter_runs(tmp_path):
             assert check["status"] in ("passed", "failed", "skipped"), (tier["tier"], check)
             assert check["status"] == "passed" or check["reason"], (tier["tier"], check)
 # LITERALINCLUDE END: KIT_TEST
-

@@ -461,8 +461,8 @@ emuError_t emuStreamQuery(emuStream_t stream) {
     if (emuError_t err = emu::forbid_if_capturing("emuStreamQuery", stream)) return err;
   }
   {
-    // Busy first, failure second: a kernel that fails between the two checks
-    // the other way round would be missed by this query and reported by a later one.
+    // Busy first, failure second: checked the other way round, a kernel that
+    // failed in between would go unreported by this query (a later call would report it).
     std::lock_guard<std::mutex> lock(stream->mu);
     if (stream->running || !stream->queue.empty()) return emuErrorNotReady;
   }
