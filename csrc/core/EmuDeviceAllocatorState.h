@@ -160,7 +160,19 @@ void release_private_pool(DeviceCache& dc, c10::MempoolId_t id);
 void record_trace(DeviceCache& dc, c10::CachingDeviceAllocator::TraceEntry::Action action, const void* addr,
                   size_t size, const c10::Stream& stream, c10::MempoolId_t pool,
                   std::shared_ptr<c10::GatheredContext> context);
-void update_stat(c10::CachingAllocator::StatArray& stat, bool small, int64_t delta);
+// Every statistic counts in the aggregate and in the pool of the block.
+// Inline: an allocation and its free update about ten of them.
+inline void update_stat(c10::CachingAllocator::StatArray& stat, bool small, int64_t delta) {
+  using c10::CachingAllocator::StatType;
+  for (StatType type : {StatType::AGGREGATE, small ? StatType::SMALL_POOL : StatType::LARGE_POOL}) {
+    auto& s = stat[static_cast<size_t>(type)];
+    if (delta >= 0) {
+      s.increase(static_cast<size_t>(delta));
+    } else {
+      s.decrease(static_cast<size_t>(-delta));
+    }
+  }
+}
 void update_reserved(DeviceCache& dc, const Block* segment, int64_t delta);
 void report_to_profiler(DeviceCache& dc, void* ptr, int64_t delta);
 

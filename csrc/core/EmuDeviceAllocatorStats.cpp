@@ -16,18 +16,6 @@ constexpr auto kAggregate = static_cast<size_t>(StatType::AGGREGATE);
 
 } // namespace
 
-// Every statistic counts in the aggregate and in the pool of the block.
-void update_stat(StatArray& stat, bool small, int64_t delta) {
-  for (StatType type : {StatType::AGGREGATE, small ? StatType::SMALL_POOL : StatType::LARGE_POOL}) {
-    auto& s = stat[static_cast<size_t>(type)];
-    if (delta >= 0) {
-      s.increase(static_cast<size_t>(delta));
-    } else {
-      s.decrease(static_cast<size_t>(-delta));
-    }
-  }
-}
-
 // Reserved bytes also count per private pool (reserved_bytes_by_private_pools).
 void update_reserved(DeviceCache& dc, const Block* segment, int64_t delta) {
   update_stat(dc.stats.reserved_bytes, segment->small, delta);

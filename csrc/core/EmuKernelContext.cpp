@@ -13,12 +13,18 @@
 namespace torch_emu {
 namespace {
 
-thread_local c10::DeviceIndex tls_kernel_device = -1;
-thread_local c10::StreamId tls_kernel_stream = -1;
-thread_local std::thread::id tls_launcher; // valid while tls_kernel_device >= 0
+// The kernel this thread runs, if any. One thread-local object, not one per
+// field: in a shared library every thread-local variable a function touches
+// costs a call to find it (__tls_get_addr), and a launch touches these often.
+struct KernelContext {
+  c10::DeviceIndex device = -1;
+  c10::StreamId stream = -1;
+  std::thread::id launcher; // valid while device >= 0
+  uint64_t queued_order = 0; // the queued kernel this thread runs
+};
+thread_local KernelContext tls_kernel;
 // Queued launches take numbers in this order (the allocator's stream order).
 std::atomic<uint64_t> g_launch_order{0};
-thread_local uint64_t tls_queued_order = 0; // the queued kernel this thread runs
 
 // LITERALINCLUDE START: OPENMP_THREADS_ORDER
 // The launch orders of the queued kernels running now (one per busy stream).
@@ -37,13 +43,13 @@ uint64_t oldest_running_queued_order() {
 } // namespace
 
 RunningQueuedKernel::RunningQueuedKernel(uint64_t order) : order_(order) {
-  tls_queued_order = order;
+  tls_kernel.queued_order = order;
   const std::lock_guard<std::mutex> lock(g_running_mutex);
   g_running_orders.push_back(order);
 }
 
 RunningQueuedKernel::~RunningQueuedKernel() {
-  tls_queued_order = 0;
+  tls_kernel.queued_order = 0;
   const std::lock_guard<std::mutex> lock(g_running_mutex);
   g_running_orders.erase(std::find(g_running_orders.begin(), g_running_orders.end(), order_));
 }
@@ -52,9 +58,8 @@ RunningQueuedKernel::~RunningQueuedKernel() {
 std::exception_ptr run_as_kernel(const c10::Stream& stream, std::thread::id launcher,
                                  c10::function_ref<void()> body) {
   const c10::DeviceIndex device = stream.device_index();
-  const c10::DeviceIndex outer_kernel = tls_kernel_device;
-  const c10::StreamId outer_kernel_stream = tls_kernel_stream;
-  const std::thread::id outer_launcher = tls_launcher;
+  KernelContext& context = tls_kernel;
+  const KernelContext outer = context;
   int outer_device = 0;
   (void)emuGetDevice(&outer_device);
   const bool switch_device = outer_device != device; // usually the same
@@ -64,9 +69,9 @@ std::exception_ptr run_as_kernel(const c10::Stream& stream, std::thread::id laun
       EMU_CHECK(emuSetDevice(device));
     }
     const c10::Stream outer_stream = exchange_stream(stream);
-    tls_kernel_device = device;
-    tls_kernel_stream = stream.id();
-    tls_launcher = launcher;
+    context.device = device;
+    context.stream = stream.id();
+    context.launcher = launcher;
     try {
       body();
     } catch (...) {
@@ -76,9 +81,9 @@ std::exception_ptr run_as_kernel(const c10::Stream& stream, std::thread::id laun
   } catch (...) {
     error = std::current_exception();
   }
-  tls_kernel_device = outer_kernel;
-  tls_kernel_stream = outer_kernel_stream;
-  tls_launcher = outer_launcher;
+  context.device = outer.device;
+  context.stream = outer.stream;
+  context.launcher = outer.launcher;
   if (switch_device) {
     (void)emuSetDevice(outer_device);
   }
@@ -87,7 +92,7 @@ std::exception_ptr run_as_kernel(const c10::Stream& stream, std::thread::id laun
 // LITERALINCLUDE END: RUN_KERNEL
 
 c10::DeviceIndex kernel_device() {
-  return tls_kernel_device;
+  return tls_kernel.device;
 }
 
 // A kernel running on this very stream (a native kernel whose CPU code calls
@@ -95,11 +100,13 @@ c10::DeviceIndex kernel_device() {
 // place (work submitted from inside running work); launch_kernel skips the
 // submit, device and stream switches of a launch for it.
 bool inside_kernel_on(const c10::Stream& stream) {
-  return tls_kernel_device == stream.device_index() && tls_kernel_stream == stream.id();
+  const KernelContext& context = tls_kernel;
+  return context.device == stream.device_index() && context.stream == stream.id();
 }
 
 std::thread::id launching_thread() {
-  return tls_kernel_device >= 0 ? tls_launcher : std::this_thread::get_id();
+  const KernelContext& context = tls_kernel;
+  return context.device >= 0 ? context.launcher : std::this_thread::get_id();
 }
 
 uint64_t take_launch_order() {
@@ -111,12 +118,14 @@ uint64_t launches_ordered() {
 }
 
 uint64_t stream_order_now() {
-  return tls_queued_order != 0 ? tls_queued_order : g_launch_order.load(std::memory_order_relaxed);
+  const uint64_t order = tls_kernel.queued_order;
+  return order != 0 ? order : g_launch_order.load(std::memory_order_relaxed);
 }
 
 uint64_t queued_kernel_launch_order() {
-  if (tls_queued_order != 0 || !at::in_parallel_region()) {
-    return tls_queued_order;
+  const uint64_t order = tls_kernel.queued_order;
+  if (order != 0 || !at::in_parallel_region()) {
+    return order;
   }
   return oldest_running_queued_order();
 }

@@ -135,11 +135,14 @@ struct Launch {
   std::vector<c10::Warning> warnings; // raised on another thread than the launcher
 };
 
-// Runs on the launching thread (stream idle) or on the stream's worker.
+// Runs on the launching thread (stream idle, or helping the stream while it
+// waits) or on the stream's worker. The launching thread dispatches as it did
+// at the launch (it has been inside the launch since), so it needs no
+// LauncherState guards; a queued kernel's launcher may have moved on.
 int run_kernel(void* user_data) {
   auto* launch = static_cast<Launch*>(user_data);
   launch->error = launch->launcher.thread == std::this_thread::get_id()
-      ? run_as_kernel_of(launch->stream, launch->launcher, launch->kernel)
+      ? run_as_kernel(launch->stream, launch->launcher.thread, launch->kernel)
       : run_keeping_warnings(launch->stream, launch->launcher, launch->kernel, launch->warnings);
   return launch->error ? 1 : 0;
 }

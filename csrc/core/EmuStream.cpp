@@ -34,6 +34,11 @@ std::array<DeviceStreams, kMaxDevices>& stream_table() {
 
 DeviceStreams& streams_of(c10::DeviceIndex device) {
   DeviceStreams& d = stream_table()[device];
+  // Asked on every launch: std::call_once costs thread-local writes even when
+  // done, so the created flag is read first.
+  if (C10_LIKELY(d.ready.load(std::memory_order_acquire))) {
+    return d;
+  }
   std::call_once(d.created, [&] {
     int previous = 0;
     EMU_CHECK(emuGetDevice(&previous));

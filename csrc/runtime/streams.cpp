@@ -78,12 +78,14 @@ bool spin_until(Ready&& ready) {
 // everything else).
 int run_work(emuStream* s, const Work& w) {
   const bool modelled = model_applies();
-  Frame frame{s, w.seq, t_frames};
-  t_frames = &frame;
+  Frame*& frames = t_frames;  // found once: each thread-local lookup is a call here
+  Frame frame{s, w.seq, frames};
+  frames = &frame;
   struct PopFrame {
+    Frame*& frames;
     Frame* prev;
-    ~PopFrame() { t_frames = prev; }
-  } pop{frame.prev};
+    ~PopFrame() { frames = prev; }
+  } pop{frames, frame.prev};
   emu::TracedWork traced(w.trace);
 
   switch (w.kind) {
