@@ -13,8 +13,12 @@ import pytest
 SAMPLES = pathlib.Path(__file__).parent / "upstream_sample"
 
 
+# The runner on the sample files, as `python -m torch_emu` takes it.
+UPSTREAM = ("upstream", "--pytorch", str(SAMPLES))
+
+
 def upstream(*args, cwd=None, **env):
-    return subprocess.run([sys.executable, "-m", "torch_emu", "upstream", "--pytorch", str(SAMPLES), *args],
+    return subprocess.run([sys.executable, "-m", "torch_emu", *UPSTREAM, *args],
                           capture_output=True, text=True, timeout=600, cwd=cwd, env={**os.environ, **env})
 
 
@@ -121,7 +125,7 @@ def test_the_kit_runs_it_with_a_backend_named_by_import(tmp_path):
     (["--pytorch", "/nonexistent-pytorch"], "argument --pytorch: no such folder: /nonexistent-pytorch"),
 ])
 def test_bad_command_lines_fail_before_running(args, message, command_here):
-    status, out, err = command_here("upstream", "--pytorch", str(SAMPLES), "--file", "sample_device_generic.py", *args)
+    status, out, err = command_here(*UPSTREAM, "--file", "sample_device_generic.py", *args)
     assert status == 2 and message in err, err
     assert "Traceback" not in err and "both pass" not in out  # nothing ran
 
@@ -137,7 +141,6 @@ def test_bad_command_lines_fail_before_running(args, message, command_here):
 def test_a_malformed_skip_file_is_refused(tmp_path, content, message, command_here):
     bad = tmp_path / "skips.json"
     bad.write_text(content if isinstance(content, str) else json.dumps(content))
-    status, out, err = command_here("upstream", "--pytorch", str(SAMPLES), "--file", "sample_device_generic.py",
-                                    "--skip-file", str(bad))
+    status, out, err = command_here(*UPSTREAM, "--file", "sample_device_generic.py", "--skip-file", str(bad))
     assert status == 2 and err == f"error: {bad}: {message}\n", err
     assert "both pass" not in out
