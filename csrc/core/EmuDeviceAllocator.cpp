@@ -71,6 +71,36 @@ void free_segments_now(DeviceCache& dc) {
   lock.release(); // the CacheLock up the stack owns it again
 }
 
+// A small tensor's allocation splits a cached block and its free merges the
+// halves again: so that this costs no malloc, the Block object a merge gives
+// up serves the next split, and pool nodes are moved between the pools' sets
+// (extract, then insert) rather than freed and allocated again.
+Block* new_block(DeviceCache& dc, c10::Stream stream, size_t size, bool small, void* ptr, PrivatePool* pool) {
+  if (Block* block = std::exchange(dc.spare_block, nullptr)) {
+    *block = Block(stream, size, small, ptr, pool);
+    return block;
+  }
+  return new Block(stream, size, small, ptr, pool);
+}
+
+void drop_block(DeviceCache& dc, Block* block) {
+  if (dc.spare_block == nullptr) {
+    dc.spare_block = block;
+  } else {
+    delete block;
+  }
+}
+
+// Puts `block` into `pool`, in `node` (a node extracted from a pool) if it has one.
+void insert_block(BlockPool& pool, Block* block, BlockPool::node_type& node) {
+  if (node) {
+    node.value() = block;
+    pool.insert(std::move(node));
+  } else {
+    pool.insert(block);
+  }
+}
+
 // LITERALINCLUDE START: DEVICE_ALLOCATOR_FREE
 // A block nobody uses any more goes back to its pool, merged with free
 // neighbours so that the segment can become whole again (and be released).
@@ -85,11 +115,12 @@ void return_to_pool(DeviceCache& dc, Block* block) {
   // inactive_split counts cached blocks that are only part of a segment.
   int64_t split_blocks = 0;
   int64_t split_bytes = 0;
+  BlockPool::node_type node;
   for (Block* neighbour : {block->prev, block->next}) {
     if (neighbour == nullptr || !neighbour->is_cached()) {
       continue;
     }
-    pool.erase(neighbour);
+    node = pool.extract(neighbour);
     if (neighbour == block->prev) {
       block->ptr = neighbour->ptr;
       block->prev = neighbour->prev;
@@ -106,7 +137,7 @@ void return_to_pool(DeviceCache& dc, Block* block) {
     block->freed_at = std::max(block->freed_at, neighbour->freed_at);
     split_blocks -= 1;
     split_bytes -= static_cast<int64_t>(neighbour->size);
-    delete neighbour;
+    drop_block(dc, neighbour);
   }
   if (block->is_split()) {
     split_blocks += 1;
@@ -114,7 +145,7 @@ void return_to_pool(DeviceCache& dc, Block* block) {
   }
   block->requested_size = 0;
   block->context.reset();
-  pool.insert(block);
+  insert_block(pool, block, node);
 
   auto& stats = dc.stats;
   update_stat(stats.inactive_split, block->small, split_blocks);
@@ -299,30 +330,30 @@ PrivatePool* routed_pool(DeviceCache& dc, const c10::Stream& stream) {
 // scratch space when it runs, which in stream order is where it was launched:
 // a block freed since then may still be needed by kernels queued between the
 // two, so it only takes blocks freed before its launch.
-Block* take_cached(BlockPool& pool, const c10::Stream& stream, size_t size, bool small) {
+// The block comes in the node that held it (empty: none fits).
+BlockPool::node_type take_cached(BlockPool& pool, const c10::Stream& stream, size_t size, bool small) {
   Block key(stream, size, small, nullptr);
   const uint64_t launched_at = queued_kernel_launch_order();
   for (auto it = pool.lower_bound(&key); it != pool.end() && (*it)->stream == stream; ++it) {
-    Block* block = *it;
+    const Block* block = *it;
     if (launched_at == 0 || block->freed_at < launched_at) {
-      pool.erase(it);
-      return block;
+      return pool.extract(it);
     }
   }
-  return nullptr;
+  return {};
 }
 // LITERALINCLUDE END: DEVICE_ALLOCATOR_QUEUED_REUSE
 
 // Out of memory: pools created with use_on_oom lend their cached blocks.
-Block* take_from_oom_pools(DeviceCache& dc, const c10::Stream& stream, size_t size, bool small) {
+BlockPool::node_type take_from_oom_pools(DeviceCache& dc, const c10::Stream& stream, size_t size, bool small) {
   for (auto& [id, pool] : dc.private_pools) {
     if (pool->use_on_oom) {
-      if (Block* block = take_cached(dc.pool(small, pool.get()), stream, size, small)) {
-        return block;
+      if (BlockPool::node_type node = take_cached(dc.pool(small, pool.get()), stream, size, small)) {
+        return node;
       }
     }
   }
-  return nullptr;
+  return {};
 }
 
 // LITERALINCLUDE START: DEVICE_ALLOCATOR_MALLOC
@@ -339,12 +370,11 @@ Block* malloc_block(DeviceCache& dc, size_t nbytes, c10::Stream stream,
   PrivatePool* private_pool = routed_pool(dc, stream);
   BlockPool& pool = dc.pool(small, private_pool);
 
-  Block* block = take_cached(pool, stream, size, small);
-  if (block == nullptr) {
-    block = new_segment(dc, stream, size, small, private_pool, context);
-  }
+  BlockPool::node_type node = take_cached(pool, stream, size, small);
+  Block* block = node ? node.value() : new_segment(dc, stream, size, small, private_pool, context);
   if (block == nullptr && private_pool == nullptr) {
-    block = take_from_oom_pools(dc, stream, size, small);
+    node = take_from_oom_pools(dc, stream, size, small);
+    block = node ? node.value() : nullptr;
   }
   if (block == nullptr) {
     if (!raise_oom_error) {
@@ -358,7 +388,7 @@ Block* malloc_block(DeviceCache& dc, size_t nbytes, c10::Stream stream,
   const size_t remaining = block->size - size;
   const bool no_split = block->pool != nullptr && block->pool->no_split;
   if (!no_split && (small ? remaining >= kMinBlockSize : remaining > kSmallSize)) {
-    auto* rest = new Block(stream, remaining, small, static_cast<char*>(block->ptr) + size, block->pool);
+    Block* rest = new_block(dc, stream, remaining, small, static_cast<char*>(block->ptr) + size, block->pool);
     rest->freed_at = block->freed_at; // still cached since then
     rest->prev = block;
     rest->next = block->next;
@@ -367,7 +397,7 @@ Block* malloc_block(DeviceCache& dc, size_t nbytes, c10::Stream stream,
     }
     block->next = rest;
     block->size = size;
-    dc.pool(small, block->pool).insert(rest);
+    insert_block(dc.pool(small, block->pool), rest, node);
     if (was_split) {
       // A cached split block shrank by what we hand out.
       update_stat(stats.inactive_split_bytes, small, -static_cast<int64_t>(size));
@@ -414,12 +444,15 @@ void set_release_before_oom(size_t (*release)()) {
 }
 
 DeviceCache& EmuDeviceAllocator::cache(c10::DeviceIndex device) {
-  std::call_once(caches_once_, [this] {
-    // Never deleted: tensors may be freed during interpreter shutdown.
-    for (c10::DeviceIndex i = 0; i < device_count(); ++i) {
-      caches_.push_back(new DeviceCache(i));
-    }
-  });
+  if (C10_UNLIKELY(!caches_ready_.load(std::memory_order_acquire))) {
+    std::call_once(caches_once_, [this] {
+      // Never deleted: tensors may be freed during interpreter shutdown.
+      for (c10::DeviceIndex i = 0; i < device_count(); ++i) {
+        caches_.push_back(new DeviceCache(i));
+      }
+      caches_ready_.store(true, std::memory_order_release);
+    });
+  }
   check_device_index(device);
   TORCH_INTERNAL_ASSERT(static_cast<size_t>(device) < caches_.size());
   return *caches_[device];
@@ -556,8 +589,9 @@ void EmuDeviceAllocator::recordStream(const c10::DataPtr& ptr, c10::Stream strea
   }
   DeviceCache& dc = cache(block->stream.device_index());
   CacheLock guard(dc);
-  if (stream != block->stream) {
-    block->stream_uses.insert(stream);
+  auto& uses = block->stream_uses;
+  if (stream != block->stream && std::find(uses.begin(), uses.end(), stream) == uses.end()) {
+    uses.push_back(stream);
   }
 }
 // LITERALINCLUDE END: DEVICE_ALLOCATOR_RECORD_STREAM_API

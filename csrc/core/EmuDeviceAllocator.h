@@ -136,6 +136,7 @@ class EmuDeviceAllocator final : public c10::DeviceAllocator {
   DeviceCache& cache(c10::DeviceIndex device);
 
   std::once_flag caches_once_;
+  std::atomic<bool> caches_ready_{false}; // read first: std::call_once costs two thread-local writes
   std::vector<DeviceCache*> caches_; // one per device, created on first use
   std::mutex blocks_mutex_;
   ska::flat_hash_map<void*, Block*> allocated_blocks_; // by data pointer

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <c10/core/CachingDeviceAllocator.h>
+#include <c10/util/SmallVector.h>
 #include <c10/util/flat_hash_map.h>
 
 #include <cstdint>
@@ -42,7 +43,9 @@ struct Block {
   bool allocated = false;
   int event_count = 0; // events still to complete before reuse
   uint64_t freed_at = 0; // cached since this point of launch order (stream_order_now())
-  ska::flat_hash_set<c10::Stream> stream_uses; // from recordStream
+  // From recordStream: a few streams at most. Not a hash set, whose empty
+  // state allocates (every Block, even a lookup key, would cost a malloc).
+  c10::SmallVector<c10::Stream, 2> stream_uses;
   Block* prev = nullptr;
   Block* next = nullptr;
   std::shared_ptr<c10::GatheredContext> context; // where it was allocated (history on)
@@ -130,6 +133,8 @@ struct DeviceCache {
   std::vector<void*> segments_to_free;
   // The runtime's message when emuMalloc last refused, for raise_oom.
   std::string runtime_refusal;
+  // A Block object kept for the next split (new_block, drop_block).
+  Block* spare_block = nullptr;
 };
 
 // dc.mutex, held for a scope; segments given up inside it are freed after.
