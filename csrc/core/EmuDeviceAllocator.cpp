@@ -52,6 +52,10 @@ size_t segment_size(size_t size) {
 // Frees the segments `dc` gave up so far, with dc.mutex released meanwhile
 // (held by `lock`, which it leaves unlocked).
 void free_given_up_segments(DeviceCache& dc, std::unique_lock<std::mutex>& lock) {
+  if (C10_LIKELY(dc.segments_to_free.empty())) {
+    lock.unlock();
+    return;
+  }
   const std::vector<void*> segments = std::exchange(dc.segments_to_free, {});
   lock.unlock();
   for (void* ptr : segments) {

@@ -163,11 +163,11 @@ void name_launch_for_faults(const char* what) {
 // Submits `kernel` and waits for it. Waiting also makes the kernel's results
 // (and errors) visible here. A launch failure is our own kernel's exception,
 // rethrown with its type.
-void run_and_wait(const c10::Stream& stream, c10::function_ref<void()> kernel, const char* what) {
+void run_and_wait(const c10::Stream& stream, emuStream_t native, c10::function_ref<void()> kernel,
+                  const char* what) {
   name_launch_for_faults(what);
   raise_queued_warnings();
   Launch launch{kernel, stream, nullptr, {}, {}};
-  emuStream_t native = native_stream(stream);
   const emuError_t launched = emuLaunchKernel(native, &run_kernel, &launch);
   const emuError_t synced = emuStreamSynchronize(native);
   raise_on_this_thread(launch.warnings);
@@ -199,7 +199,7 @@ void launch_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel, 
     return;
   }
   g_waited_launches.fetch_add(1, std::memory_order_relaxed);
-  run_and_wait(stream, kernel, what);
+  run_and_wait(stream, native_stream(stream), kernel, what);
 }
 // LITERALINCLUDE END: LAUNCH_KERNEL
 
@@ -293,9 +293,9 @@ struct QueueViews {
 };
 thread_local QueueViews* QueueViews::tls_current = nullptr;
 
-bool stream_busy(const c10::Stream& stream) {
+bool stream_busy(emuStream_t stream) {
   int pending = 1;
-  EMU_CHECK(emuStreamGetPendingWork(native_stream(stream), &pending));
+  EMU_CHECK(emuStreamGetPendingWork(stream, &pending));
   return pending != 0;
 }
 
@@ -341,7 +341,7 @@ void prefer_auto_launch_mode() {
 // stream's work, and the host need not wait for that.
 constexpr size_t kQueueFromBytes = 128 << 10;
 
-bool run_at_once(LaunchMode mode, const c10::Stream& stream, size_t bytes) {
+bool run_at_once(LaunchMode mode, emuStream_t stream, size_t bytes) {
   switch (mode) {
     case LaunchMode::kAdaptive:
       return bytes < kQueueFromBytes && !stream_busy(stream);
@@ -364,11 +364,12 @@ void queue_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel,
     launch_kernel(stream, kernel, make_owning, what);
     return;
   }
-  if (run_at_once(mode, stream, bytes)) {
+  const emuStream_t native = native_stream(stream);
+  if (run_at_once(mode, native, bytes)) {
     // Ordered on its stream all the same: the runtime runs it as the
     // stream's next item, traced, modelled and fault-checked like any other.
     g_at_once_launches.fetch_add(1, std::memory_order_relaxed);
-    run_and_wait(stream, kernel, what);
+    run_and_wait(stream, native, kernel, what);
     return;
   }
   delete_finished();
@@ -381,7 +382,7 @@ void queue_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel,
   auto* job = new QueuedKernel{std::move(body), stream, {}, what,
                                take_launch_order()};
   name_launch_for_faults(what);
-  const emuError_t err = emuLaunchKernelAsync(native_stream(stream), &run_queued, job);
+  const emuError_t err = emuLaunchKernelAsync(native, &run_queued, job);
   if (err != emuSuccess && err != emuErrorLaunchFailure) {
     delete job; // never ran (a launch failure ran it, and it retired itself)
   }

@@ -11,6 +11,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <mutex>
 
 #include "runtime/emu_runtime_stats.h"
@@ -34,9 +35,17 @@ struct Track {
   int64_t since = 0;  // start of the current busy interval (active > 0)
   std::array<int64_t, kBuckets> epoch{};  // bucket number a slot holds (time / kBucketNs)
   std::array<int64_t, kBuckets> busy{};   // busy ns inside that bucket
+  // The bucket the last interval ended in: most intervals (one per kernel)
+  // fall inside it, and are added without dividing.
+  int64_t last_start = std::numeric_limits<int64_t>::max() - kBucketNs;
+  int last_slot = 0;
 
   // Adds the busy interval [from, to) to the ring (only its last period matters).
   void add(int64_t from, int64_t to) {
+    if (from >= last_start && to <= last_start + kBucketNs) {
+      busy[last_slot] += to - from;
+      return;
+    }
     const int64_t last = (to - 1) / kBucketNs;
     for (int64_t b = std::max(from / kBucketNs, last - kBuckets + 1); b <= last; ++b) {
       const int slot = static_cast<int>(b % kBuckets);
@@ -46,6 +55,8 @@ struct Track {
       }
       busy[slot] += std::min(to, (b + 1) * kBucketNs) - std::max(from, b * kBucketNs);
     }
+    last_start = last * kBucketNs;
+    last_slot = static_cast<int>(last % kBuckets);
   }
 
   void begin(int64_t t) {
