@@ -424,6 +424,30 @@ def test_low_precision_sum_of_a_strided_input_rounds_like_cpu(dtype):
             torch.testing.assert_close(expand(base.to("emu")).sum(dims).cpu(), expand(base).sum(dims), rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.complex64,
+                                   torch.int64, torch.int32, torch.uint8, torch.bool])
+def test_one_element_fill_inside_a_kernel_matches_cpu(dtype):
+    """A reduction's CPU code sets its output with fill_ before accumulating
+    into it; inside a kernel a one-element fill_ is a store (EmuElementwiseKernels.cpp),
+    which must give CPU's results in every dtype, for full and per-dim reductions."""
+    a = (torch.rand(8, 8, generator=torch.Generator().manual_seed(0)) * 4).to(dtype)
+    for reduce in (lambda t: t.sum(), lambda t: t.sum(1), lambda t: t.sum((0, 1), keepdim=True)):
+        torch.testing.assert_close(reduce(a.to("emu")).cpu(), reduce(a), rtol=0, atol=0)
+
+
+@pytest.mark.launch_mode
+def test_one_element_fill_outside_kernels_keeps_cpu_errors(baseline_memory):
+    # Outside kernels fill_ is PyTorch's own, launched in stream order; the value is
+    # converted on the host first, so an overflow raises CPU's error at the call in
+    # every launch mode (CUDA converts it before its launch too).
+    for shape in ((), (1,), (3,)):
+        t = torch.zeros(shape, dtype=torch.uint8, device="emu")
+        with pytest.raises(RuntimeError, match="cannot be converted to type uint8_t without overflow"):
+            t.fill_(300)
+        assert t.fill_(7).cpu().tolist() == torch.full(shape, 7, dtype=torch.uint8).tolist()
+    del t
+
+
 @pytest.mark.launch_mode
 @pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
 def test_pow_in_complex_half_as_cuda(baseline_memory):

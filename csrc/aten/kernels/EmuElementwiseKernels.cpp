@@ -39,6 +39,7 @@
 #include <ATen/ops/threshold_backward_native.h>
 #include <ATen/ops/where_native.h>
 #include <ATen/ops/zero_native.h>
+#include <ATen/Dispatch_v2.h>
 #include <ATen/ScalarOps.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/native/Fill.h>
@@ -47,6 +48,7 @@
 #include <cstring>
 
 #include "aten/kernels/EmuKernel.h"
+#include "core/EmuKernelContext.h"
 
 namespace torch_emu {
 
@@ -105,6 +107,25 @@ void fill_output(const at::Tensor& out, const at::Scalar& value) {
 }
 
 } // namespace
+
+// fill_: the value is converted to the tensor's dtype here, on the host, as
+// CUDA's fill_ does before its launch, so that an overflow raises at the call
+// in every launch mode (not from a queued kernel at a later call). One element
+// inside a running kernel (a reduction's CPU code sets its output with fill_
+// before accumulating) is then a store, as CPU's fill_ of a one-element CPU
+// tensor is, not an iterator built for it (a quarter of an 8x8 sum's cost).
+at::Tensor& fill_(at::Tensor& self, const at::Scalar& value) {
+  const bool store = self.numel() == 1 && kernel_device() == self.device().index();
+  AT_DISPATCH_V2(self.scalar_type(), "fill_", AT_WRAP([&] {
+                   const auto converted = value.to<scalar_t>();
+                   if (store) {
+                     *self.mutable_data_ptr<scalar_t>() = converted;
+                   }
+                 }),
+                 at::kComplexHalf, at::kHalf, at::kBool, at::kBFloat16, AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX),
+                 AT_EXPAND(AT_FLOAT8_TYPES), AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES));
+  return store ? self : at::native::fill_(self, value);
+}
 
 void fill_queued(at::TensorIterator& iter, const c10::Scalar& value) {
   const at::Tensor& out = iter.tensor(0);
@@ -174,7 +195,7 @@ void register_elementwise_kernels(torch::Library& m) {
   m.impl("relu", TORCH_FN(relu));
   m.impl("relu_", TORCH_FN(relu_));
   m.impl("zero_", TORCH_FN(torch_emu::zero_));
-  m.impl("fill_.Scalar", TORCH_FN(static_cast<at::Tensor& (*)(at::Tensor&, const at::Scalar&)>(at::native::fill_)));
+  m.impl("fill_.Scalar", TORCH_FN(torch_emu::fill_));
   m.impl("abs.out", TORCH_FN(at::native::abs_out));  // abs_stub: EmuCpuStubs.cpp
   // where() runs its iterator itself, so it runs as a kernel of its own.
   m.impl("where.self", TORCH_FN(OnDevice<static_cast<at::Tensor (*)(const at::Tensor&, const at::Tensor&,
