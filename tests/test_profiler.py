@@ -35,12 +35,13 @@ def test_ops_get_cpu_and_device_times(baseline_memory):
     # as on CUDA) kernels run inside their launch, so the device time of an op
     # is bounded by the wall time around it, up to what the clocks disagree on: each
     # kernel endpoint is rounded to the 1 us event resolution, the CPU and
-    # device clocks are aligned once per session (a few us), and their rates
-    # differ by a few parts in 10^4 (CPU times come from the TSC, event times
-    # from steady_clock), which matters when a loaded machine makes the
-    # matmul take 50 ms. CI saw 525 us of device time in 522.4 us of CPU time.
+    # device clocks are aligned once per session, and CPU times come from the
+    # TSC, event times from steady_clock. On a loaded machine they disagreed by
+    # 0.26% (11753 us of device time in 11723 us of CPU time; CI once saw 525 in
+    # 522.4): the bound allows 2% and 50 us, still far from a queued kernel's,
+    # whose op returns in microseconds while the matmul runs for milliseconds.
     if torch_emu._C._launch_mode() == "blocking":
-        assert mm.device_time_total <= mm.cpu_time_total * 1.001 + 10
+        assert mm.device_time_total <= mm.cpu_time_total * 1.02 + 50
     table = prof.key_averages().table(row_limit=5)
     assert "EMU total" in table and "aten::mm" in table
     del x
