@@ -448,15 +448,12 @@ void set_release_before_oom(size_t (*release)()) {
 }
 
 DeviceCache& EmuDeviceAllocator::cache(c10::DeviceIndex device) {
-  if (C10_UNLIKELY(!caches_ready_.load(std::memory_order_acquire))) {
-    std::call_once(caches_once_, [this] {
-      // Never deleted: tensors may be freed during interpreter shutdown.
-      for (c10::DeviceIndex i = 0; i < device_count(); ++i) {
-        caches_.push_back(new DeviceCache(i));
-      }
-      caches_ready_.store(true, std::memory_order_release);
-    });
-  }
+  c10::call_once(caches_once_, [this] {
+    // Never deleted: tensors may be freed during interpreter shutdown.
+    for (c10::DeviceIndex i = 0; i < device_count(); ++i) {
+      caches_.push_back(new DeviceCache(i));
+    }
+  });
   check_device_index(device);
   TORCH_INTERNAL_ASSERT(static_cast<size_t>(device) < caches_.size());
   return *caches_[device];

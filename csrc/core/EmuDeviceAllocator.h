@@ -14,6 +14,7 @@
 #pragma once
 
 #include <c10/core/CachingDeviceAllocator.h>
+#include <c10/util/CallOnce.h>
 #include <c10/util/flat_hash_map.h>
 
 #include <atomic>
@@ -135,8 +136,7 @@ class EmuDeviceAllocator final : public c10::DeviceAllocator {
   std::shared_ptr<c10::GatheredContext> gather_context(bool on_free);
   DeviceCache& cache(c10::DeviceIndex device);
 
-  std::once_flag caches_once_;
-  std::atomic<bool> caches_ready_{false}; // read first: std::call_once costs two thread-local writes
+  c10::once_flag caches_once_; // c10's: tests a flag first, where std::call_once writes thread-locals
   std::vector<DeviceCache*> caches_; // one per device, created on first use
   std::mutex blocks_mutex_;
   ska::flat_hash_map<void*, Block*> allocated_blocks_; // by data pointer

@@ -1,5 +1,7 @@
 #include "core/EmuGenerator.h"
 
+#include <c10/util/CallOnce.h>
+
 #include <array>
 #include <mutex>
 
@@ -58,9 +60,9 @@ EmuGeneratorImpl* EmuGeneratorImpl::clone_impl() const {
 
 // LITERALINCLUDE START: DEFAULT_GENERATORS
 const at::Generator& default_generator(c10::DeviceIndex device) {
-  static std::once_flag once;
+  static c10::once_flag once; // c10's: no thread-local writes once done, unlike std::call_once
   static std::vector<at::Generator>* generators = nullptr;
-  std::call_once(once, [] {
+  c10::call_once(once, [] {
     // Leaked on purpose: generators must outlive every static destructor
     // that might still draw random numbers.
     generators = new std::vector<at::Generator>();

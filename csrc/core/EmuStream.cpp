@@ -1,5 +1,7 @@
 #include "core/EmuStream.h"
 
+#include <c10/util/CallOnce.h>
+
 #include <array>
 #include <atomic>
 #include <mutex>
@@ -19,11 +21,10 @@ constexpr int kStreamsPerDevice = kHighPoolStart + kStreamsPerPool;
 // Every stream a device will ever hand out is created on first use of the
 // device, so a c10::StreamId is a plain index and lookups need no lock.
 struct DeviceStreams {
-  std::once_flag created;
+  c10::once_flag created; // c10's: tests a flag first, where std::call_once writes thread-locals
   std::array<emuStream_t, kStreamsPerDevice> streams{};
   std::atomic<uint32_t> next_low{0};
   std::atomic<uint32_t> next_high{0};
-  std::atomic<bool> ready{false};
 };
 
 std::array<DeviceStreams, kMaxDevices>& stream_table() {
@@ -34,12 +35,7 @@ std::array<DeviceStreams, kMaxDevices>& stream_table() {
 
 DeviceStreams& streams_of(c10::DeviceIndex device) {
   DeviceStreams& d = stream_table()[device];
-  // Asked on every launch: std::call_once costs thread-local writes even when
-  // done, so the created flag is read first.
-  if (C10_LIKELY(d.ready.load(std::memory_order_acquire))) {
-    return d;
-  }
-  std::call_once(d.created, [&] {
+  c10::call_once(d.created, [&] {
     int previous = 0;
     EMU_CHECK(emuGetDevice(&previous));
     EMU_CHECK(emuSetDevice(device));
@@ -49,7 +45,6 @@ DeviceStreams& streams_of(c10::DeviceIndex device) {
       EMU_CHECK(emuStreamCreateWithPriority(&d.streams[i], i >= kHighPoolStart ? greatest : least));
     }
     EMU_CHECK(emuSetDevice(previous));
-    d.ready = true;
   });
   return d;
 }
@@ -130,7 +125,7 @@ void set_device(c10::DeviceIndex index) {
 }
 
 bool device_initialized(c10::DeviceIndex index) {
-  return index >= 0 && index < kMaxDevices && stream_table()[index].ready;
+  return index >= 0 && index < kMaxDevices && stream_table()[index].created.test_once();
 }
 
 emuStream_t native_stream(const c10::Stream& stream) {
