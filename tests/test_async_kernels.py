@@ -12,7 +12,8 @@ import sys
 
 import pytest
 import torch
-from conftest import native_runtime_only, run_python
+from conftest import native_runtime_only
+from _after_import import run_after_import
 
 import torch_emu
 
@@ -322,7 +323,7 @@ def test_launch_blocking_reports_errors_where_the_op_is_called():
 def test_launch_flags_take_every_boolean_spelling(blocking, queued, mode):
     if mode == "default":  # adaptive with two cores or more; auto when the runtime in Python asks for it
         mode = "auto" if torch_emu.runtime.active() == "python" or os.cpu_count() == 1 else "adaptive"
-    result = run_python("import torch_emu; print(torch_emu._C._launch_mode())",
+    result = run_after_import("import torch_emu; print(torch_emu._C._launch_mode())",
                         TORCH_EMU_LAUNCH_BLOCKING=blocking, TORCH_EMU_LAUNCH_QUEUED=queued)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == mode
@@ -330,7 +331,7 @@ def test_launch_flags_take_every_boolean_spelling(blocking, queued, mode):
 
 @pytest.mark.parametrize("variable", ["TORCH_EMU_LAUNCH_BLOCKING", "TORCH_EMU_LAUNCH_QUEUED"])
 def test_a_bad_launch_flag_fails_every_use_naming_it(variable):
-    result = run_python("""
+    result = run_after_import("""
         import torch
         for _ in range(2):
             try:

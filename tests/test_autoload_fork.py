@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 from conftest import native_runtime_only, run_python
+from _after_import import run_after_import
 
 
 def test_import_torch_alone_loads_emu():
@@ -33,7 +34,7 @@ def test_autoload_can_be_turned_off():
 
 
 def test_lazy_initialisation():
-    r = run_python(
+    r = run_after_import(
         """
         import torch
         torch.manual_seed(0)          # queued, does not start the device
@@ -47,7 +48,7 @@ def test_lazy_initialisation():
 
 
 def test_device_count_and_memory_are_configurable():
-    r = run_python(
+    r = run_after_import(
         """
         import torch
         print(torch.emu.device_count(), torch.emu.get_device_properties(2).total_memory)
@@ -64,7 +65,7 @@ def test_device_count_and_memory_are_configurable():
 
 
 def test_bad_configuration_is_a_clear_error():
-    r = run_python(
+    r = run_after_import(
         """
         import torch
         print(torch.emu.is_available())
@@ -80,7 +81,7 @@ def test_bad_configuration_is_a_clear_error():
 
 
 def test_forked_child_gets_a_clear_error():
-    r = run_python(
+    r = run_after_import(
         """
         import os, torch
         x = torch.ones(2, device="emu")
@@ -100,7 +101,7 @@ def test_forked_child_gets_a_clear_error():
 
 
 def test_fork_before_first_use_is_fine():
-    r = run_python(
+    r = run_after_import(
         """
         import os, torch
         # Asking about the devices does not start them (like CUDA's NVML path).
@@ -118,7 +119,7 @@ def test_fork_before_first_use_is_fine():
 
 @native_runtime_only
 def test_strict_mode_faults_on_host_access():
-    r = run_python(
+    r = run_after_import(
         """
         import ctypes, torch
         x = torch.ones(1024, device="emu")

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch._dynamo.testing import CompileCounterWithBackend
 from torch._inductor.utils import run_and_get_code
 
-from conftest import run_python
+from _after_import import run_after_import
 
 TOL = dict(rtol=1e-4, atol=1e-5)
 
@@ -58,7 +58,7 @@ def check_train_step(model, x, tol=TOL):
 
 
 def test_registration_is_lazy_and_automatic():
-    r = run_python(
+    r = run_after_import(
         """
         import sys, torch
         print("torch._dynamo" in sys.modules, "torch._inductor" in sys.modules)
@@ -328,7 +328,7 @@ def test_compiled_kernels_run_on_the_current_stream(baseline_memory):
 
 
 def test_strict_mode_subprocess():
-    r = run_python(
+    r = run_after_import(
         """
         import copy, torch, torch.nn as nn
         import torch_emu

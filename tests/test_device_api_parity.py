@@ -15,7 +15,8 @@ import pytest
 import torch
 
 import torch_emu
-from conftest import native_runtime_only, run_python
+from conftest import native_runtime_only
+from _after_import import run_after_import
 from torch_emu.emu.parity import CannotApplyOnEmu
 
 # The runtime's C API, as a library creating its own streams would call it.
@@ -35,7 +36,7 @@ def create_raw_stream(device: int) -> int:
 def fresh_process() -> dict:
     """What a fresh process sees before and after emu starts (one interpreter
     for several tests: starting one costs seconds)."""
-    out = run_python(
+    out = run_after_import(
         """
         import json, os, torch
         facts = {"arch_list": torch.emu.get_arch_list(), "generators_before": len(torch.emu.default_generators)}
@@ -115,7 +116,7 @@ def test_check_error_and_emu_error():
 
 
 def test_deferred_call_error_names_where_the_call_was_made():
-    out = run_python(
+    out = run_after_import(
         """
         import torch
         def seed_from_here():
@@ -308,7 +309,7 @@ def test_arch_list_and_gencode_flags(fresh_process):
         torch.emu.get_gencode_flags()
     assert fresh_process["arch_list"] == torch.emu.get_arch_list()
     assert not fresh_process["initialized_by_arch_list"]  # reading it does not start emu (fork stays safe)
-    out = run_python("import torch; print(torch.emu.get_arch_list())", TORCH_EMU_DEVICE_COUNT="0")
+    out = run_after_import("import torch; print(torch.emu.get_arch_list())", TORCH_EMU_DEVICE_COUNT="0")
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr
 
 

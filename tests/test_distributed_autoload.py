@@ -14,6 +14,7 @@ import pytest
 import torch
 from _dist_launch import ROOT, assert_ok, free_port, launch, rank_env
 from conftest import run_python
+from _after_import import run_after_import
 
 SCRIPT = ROOT / "tests" / "_dist_plain_script.py"
 
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.skipif(
 
 
 def test_import_torch_registers_lazily():
-    r = run_python(
+    r = run_after_import(
         """
         import sys
         import torch

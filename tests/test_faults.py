@@ -7,7 +7,7 @@ import os
 
 import pytest
 import torch
-from conftest import run_python
+from _after_import import run_after_import
 
 import torch_emu
 
@@ -196,7 +196,7 @@ def test_checkpoint_save_under_a_copy_failure_keeps_the_last_checkpoint(tmp_path
 
 
 def test_a_lost_device_fails_every_later_call_and_still_tears_down():
-    result = run_python(
+    result = run_after_import(
         """
         import torch, torch_emu
         x = torch.ones(4, device="emu")
@@ -220,7 +220,7 @@ def test_a_lost_device_fails_every_later_call_and_still_tears_down():
 
 
 def test_faults_from_the_environment():
-    result = run_python(
+    result = run_after_import(
         """
         import torch, torch_emu
         x = torch.empty(3, device="emu").fill_(2.0)
@@ -252,7 +252,7 @@ def test_bad_fault_requests_are_clear_errors():
         faults.inject("oom", device=torch.emu.device_count())
     with pytest.raises(torch.AcceleratorError, match="Invalid device emu:1180591620717411303424: there are"):
         faults.inject("oom", device=2**70)
-    result = run_python("import torch, torch_emu; torch.ones(1, device='emu')", TORCH_EMU_FAULTS="oom:sometimes")
+    result = run_after_import("import torch, torch_emu; torch.ones(1, device='emu')", TORCH_EMU_FAULTS="oom:sometimes")
     assert result.returncode != 0
     assert "TORCH_EMU_FAULTS: unknown option 'sometimes'" in result.stderr
 
@@ -288,7 +288,7 @@ print(torch.randn(3, device="emu").cpu().tolist())
 
 @pytest.fixture(scope="module")
 def seeded_numbers():
-    result = run_python("import torch; torch.manual_seed(0); print(torch.randn(3, device='emu').cpu().tolist())",
+    result = run_after_import("import torch; torch.manual_seed(0); print(torch.randn(3, device='emu').cpu().tolist())",
                         TORCH_EMU_FAULTS="", TORCH_EMU_DEVICE_COUNT="2")
     assert result.returncode == 0, result.stderr
     return result.stdout.strip()
@@ -303,7 +303,7 @@ def seeded_numbers():
                                           "18446744073709551616 (in 'kernel:times=18446744073709551616')"),
 ])
 def test_a_bad_fault_spec_fails_every_use_and_leaves_nothing_half_done(spec, message, seeded_numbers):
-    result = run_python(SEEDED_CODE, TORCH_EMU_FAULTS=spec, TORCH_EMU_DEVICE_COUNT="2")
+    result = run_after_import(SEEDED_CODE, TORCH_EMU_FAULTS=spec, TORCH_EMU_DEVICE_COUNT="2")
     assert result.returncode == 0, result.stderr
     *errors, numbers = result.stdout.strip().splitlines()
     assert errors == [f"ValueError TORCH_EMU_FAULTS: {message}"] * 2

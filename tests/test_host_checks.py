@@ -20,7 +20,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import run_python
+from _after_import import run_after_import
 
 pytestmark = pytest.mark.launch_mode
 
@@ -74,7 +74,7 @@ def test_raises_at_the_call_like_cpu(case, baseline_memory):
 
 @pytest.mark.parametrize("mode", ["TORCH_EMU_LAUNCH_QUEUED", "TORCH_EMU_LAUNCH_BLOCKING"])
 def test_every_case_in_another_launch_mode(mode):
-    r = run_python(
+    r = run_after_import(
         f"""
         import sys
         sys.path.insert(0, {os.path.dirname(__file__)!r})

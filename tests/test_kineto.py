@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule, tensorboard_trace_handler
 
-from conftest import run_python
+from _after_import import run_after_import
 
 pytestmark = pytest.mark.launch_mode
 
@@ -303,7 +303,7 @@ def test_plot_trace_draws_a_row_per_stream(tmp_path, baseline_memory):
 def test_zero_cost_switch_in_a_fresh_process():
     # Nothing is recorded before a session starts, and the recording stops
     # with it: a fresh process profiles twice and sees only its own kernels.
-    r = run_python(
+    r = run_after_import(
         """
         import torch
         from torch.profiler import profile, ProfilerActivity

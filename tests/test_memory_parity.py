@@ -11,7 +11,7 @@ import warnings
 import pytest
 import torch
 
-from conftest import run_python
+from _after_import import run_after_import
 
 pytestmark = pytest.mark.launch_mode
 
@@ -202,7 +202,7 @@ def test_caching_allocator_enable(baseline_memory):
 
 
 def test_change_current_allocator(allocator_so):
-    result = run_python(f"""
+    result = run_after_import(f"""
         import ctypes, torch, torch_emu
         from torch_emu.emu.memory import EmuPluggableAllocator
         allocator = EmuPluggableAllocator({allocator_so!r}, "my_alloc", "my_free")
@@ -231,7 +231,7 @@ def test_change_current_allocator(allocator_so):
 
 
 def test_pluggable_allocator_must_return_device_memory(allocator_so):
-    result = run_python(f"""
+    result = run_after_import(f"""
         import torch, torch_emu
         allocator = torch.emu.memory.EmuPluggableAllocator({allocator_so!r}, "host_alloc", "host_free")
         torch.emu.memory.change_current_allocator(allocator)

@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import native_runtime_only, run_python
+from _after_import import run_after_import
 
 import torch_emu
 from torch_emu.tools import fallback_report
@@ -325,7 +326,7 @@ STRICT_CODE = """
 
 @native_runtime_only
 def test_strict_mode():
-    result = run_python(STRICT_CODE, TORCH_EMU_STRICT="1")
+    result = run_after_import(STRICT_CODE, TORCH_EMU_STRICT="1")
     assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-2000:]
 
 

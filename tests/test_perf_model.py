@@ -7,7 +7,8 @@ bounds are asserted: the model guarantees them, the machine can only add."""
 import json
 
 import pytest
-from conftest import first_use_errors, run_python
+from conftest import first_use_errors
+from _after_import import run_after_import
 
 pytestmark = pytest.mark.launch_mode
 
@@ -15,7 +16,7 @@ MIB = 2**20
 
 
 def in_process(code: str, profile: str) -> dict:
-    result = run_python(code, TORCH_EMU_PROFILE=profile)
+    result = run_after_import(code, TORCH_EMU_PROFILE=profile)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -90,7 +91,7 @@ def test_launch_latency_and_kernel_slowdown_hold_the_stream():
     ("latency=5us", "unknown key 'latency'"),
 ])
 def test_a_bad_profile_is_a_clear_error_at_start(profile, message):
-    result = run_python("import torch, torch_emu; torch.ones(1, device='emu')", TORCH_EMU_PROFILE=profile)
+    result = run_after_import("import torch, torch_emu; torch.ones(1, device='emu')", TORCH_EMU_PROFILE=profile)
     assert result.returncode != 0
     assert f"TORCH_EMU_PROFILE='{profile}'" in result.stderr
     assert message in result.stderr
@@ -111,7 +112,7 @@ def test_a_rate_or_duration_without_its_unit_fails_every_use(profile, key, value
 
 
 def test_without_a_profile_nothing_is_modelled():
-    result = run_python(
+    result = run_after_import(
         "import torch, torch_emu, json; torch.ones(1, device='emu'); "
         "print(json.dumps(torch_emu._C._performance_model()))"
     )

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_python
+from _after_import import run_after_import
 
 from torch_emu.runtime import EmuError, Error, MemcpyKind, MemoryType, Runtime
 from torch_emu.runtime.reference import ReferenceRuntime
@@ -19,7 +20,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 def python_runtime(code: str, **env) -> str:
-    result = run_python(code, TORCH_EMU_RUNTIME="python", **env)
+    result = run_after_import(code, TORCH_EMU_RUNTIME="python", **env)
     assert result.returncode == 0, result.stderr
     return result.stdout
 
@@ -196,7 +197,7 @@ def test_native_only_calls_say_so():
 
 
 def test_install_is_checked():
-    out = run_python("""
+    out = run_after_import("""
         import torch, torch_emu.runtime as runtime
         from torch_emu.runtime.reference import ReferenceRuntime
         try:
@@ -238,7 +239,7 @@ def test_a_runtime_spec_naming_no_runtime_is_an_error_naming_the_variable(spec, 
 
 @pytest.mark.launch_mode
 def test_a_runtime_that_raises_is_a_clear_error():
-    result = run_python("""
+    result = run_after_import("""
         import torch, torch_emu.runtime as runtime
         from torch_emu.runtime.reference import ReferenceRuntime
 

@@ -10,6 +10,7 @@ import torch
 
 import torch_emu
 from conftest import run_python
+from _after_import import run_after_import
 
 pytestmark = pytest.mark.usefixtures("baseline_memory")
 
@@ -173,7 +174,7 @@ def test_checkpoint_from_emu1_in_a_one_device_process(tmp_path):
         z = torch.load({str(path)!r}, map_location="cpu")
         print("CPU:", z.device, z.tolist())
     """
-    r = run_python(code, TORCH_EMU_DEVICE_COUNT="1")
+    r = run_after_import(code, TORCH_EMU_DEVICE_COUNT="1")
     assert r.returncode == 0, r.stderr
     assert "ERROR: Attempting to deserialize object on EMU device 1 but torch.emu.device_count() is 1" in r.stdout
     assert "MAPPED: emu:0 [0.0, 1.0, 2.0, 3.0] 7" in r.stdout

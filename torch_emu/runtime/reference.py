@@ -105,22 +105,34 @@ class ReferenceRuntime(Runtime):
     name = "python"
 
     def __init__(self) -> None:
-        # A bad configuration fails every call that needs it, as in the native
-        # runtime: importing torch still works and emu is not available.
-        try:
-            self._count, self._capacity = config.device_count(), config.device_memory()
-            self._config_error = None
-        except ValueError as e:
-            self._count, self._capacity, self._config_error = 0, 0, str(e)
         self._lock = threading.Lock()  # guards memory and the handle tables
-        self._arenas: list[Optional[Arena]] = [None] * self._count
+        self._count: Optional[int] = None  # read at the first call that needs it: _configure
+        self._capacity, self._config_error = 0, None
+        self._arenas: list[Optional[Arena]] = []
         self._pinned: dict[int, tuple[mmap.mmap, int]] = {}  # base -> (mapping, size)
         self._pinned_bases: list[int] = []  # sorted
         self._streams: dict[int, Stream] = {}
         self._events: dict[int, Event] = {}
 
     # -- devices ---------------------------------------------------------------
+    def _configure(self) -> None:
+        """Reads the device count and memory once, at the device's first use, as the native runtime
+        does: a program may set them after importing torch. A bad configuration fails every call
+        that needs it, as in the native runtime: importing torch still works and emu is not
+        available."""
+        if self._count is not None:
+            return
+        with self._lock:
+            if self._count is None:
+                try:
+                    count, self._capacity = config.device_count(), config.device_memory()
+                except ValueError as e:
+                    count, self._config_error = 0, str(e)
+                self._arenas = [None] * count
+                self._count = count
+
     def _check_config(self) -> None:
+        self._configure()
         if self._config_error is not None:
             raise EmuError(Error.INITIALIZATION_ERROR, f"emu runtime initialisation failed: {self._config_error}")
 
@@ -129,10 +141,12 @@ class ReferenceRuntime(Runtime):
         return self._count
 
     def device_properties(self, device: int) -> DeviceProperties:
+        self._configure()
         return DeviceProperties(name="emu (emulated accelerator)", total_memory=self._capacity, major=1,
                                 minor=0, multi_processor_count=os.cpu_count() or 1)
 
     def mem_get_info(self, device: int) -> tuple[int, int]:
+        self._configure()
         arena = self._arenas[device]
         return self._capacity - (arena.allocated if arena else 0), self._capacity
 
@@ -155,6 +169,7 @@ class ReferenceRuntime(Runtime):
     def malloc(self, device: int, size: int) -> int:
         if size == 0:
             return 0
+        self._configure()
         with self._lock:
             if self._arenas[device] is None:
                 self._arenas[device] = Arena(device, self._capacity)
