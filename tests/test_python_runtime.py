@@ -144,7 +144,7 @@ def test_selected_by_the_environment_and_trains_like_the_native_runtime():
         print(torch_emu.runtime.active(), train("emu:0", 30, progress=False)[0])
     """
     native = run_python(code, TORCH_EMU_RUNTIME="native")
-    python = run_python(code, TORCH_EMU_RUNTIME="python")
+    python = run_after_import(code, TORCH_EMU_RUNTIME="python")  # the server python_runtime() uses
     assert native.returncode == 0 and python.returncode == 0, native.stderr + python.stderr
     native_name, native_losses = native.stdout.split(" ", 1)
     python_name, python_losses = python.stdout.split(" ", 1)

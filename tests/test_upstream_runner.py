@@ -80,16 +80,23 @@ def test_the_written_skip_file_makes_the_run_pass(first_run):
     assert "PASSED: 0 device test(s) fail where CPU passes" in r.stdout
 
 
-def test_skip_entries_by_name_without_dtypes_and_by_operator(tmp_path):
+def test_skip_entries_by_name_without_dtypes_and_by_operator_in_the_kits_runner(tmp_path):
+    # Run as in a vendor's environment: torch-emu-kit's command line, which imports nothing of
+    # torch_emu (tests/test_kit_distribution.py), and the backend loaded by --import (autoload off),
+    # as another vendor's would be.
     skips = tmp_path / "skips.json"
     skips.write_text(json.dumps({"sample_device_generic.py": {
         "skipped_testcases": {"TestSample.test_fails_on_the_device": "differs on purpose",
                               "TestSample.test_subtest_fails_on_the_device": "one subtest differs"},
         "op_skips": {}}}))
-    r = upstream("--file", "sample_device_generic.py", "--skip-file", str(skips), "--json", str(tmp_path / "r.json"))
+    r = subprocess.run([sys.executable, "-m", "torch_emu_kit", *UPSTREAM, "--file", "sample_device_generic.py",
+                        "--import", "torch_emu", "--skip-file", str(skips), "--json", str(tmp_path / "r.json")],
+                       capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                       env={**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
     report = json.loads((tmp_path / "r.json").read_text())["files"][0]
-    assert r.returncode == 0 and report["counts"]["skip file"] == 3
+    assert r.returncode == 0 and report["counts"]["skip file"] == 3, r.stdout + r.stderr
     assert report["skip file"]["TestSample.test_fails_on_the_device_int64"] == "differs on purpose"
+    assert report["counts"]["both passed"] == 3  # the backend named by --import ran them
 
 
 def test_an_entry_without_dtypes_names_its_dtype_variants_only():
@@ -100,18 +107,6 @@ def test_an_entry_without_dtypes_names_its_dtype_variants_only():
         assert skip_reason(key, "", "emu", options) == "why", key
     for key in ("TestLinalg.test_svd_lowrank_float32", "TestLinalg.test_svd_memory_allocation", "TestLinalg.test_svdx"):
         assert skip_reason(key, "", "emu", options) is None, key
-
-
-def test_the_kit_runs_it_with_a_backend_named_by_import(tmp_path):
-    # A vendor's environment: torch-emu-kit's command line, which imports nothing of torch_emu
-    # (tests/test_kit_distribution.py), and the backend loaded by --import (autoload off), as
-    # another vendor's would be.
-    r = subprocess.run([sys.executable, "-m", "torch_emu_kit", "upstream", "--pytorch", str(SAMPLES), "--file",
-                        "sample_device_generic.py", "--import", "torch_emu", "--json", str(tmp_path / "r.json")],
-                       capture_output=True, text=True, timeout=600, cwd=tmp_path,
-                       env={**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
-    report = json.loads((tmp_path / "r.json").read_text())["files"][0]
-    assert report["counts"]["device failed, cpu passed"] == 3, r.stdout + r.stderr
 
 
 @pytest.mark.parametrize("args, message", [
