@@ -8,6 +8,7 @@ import warnings
 import pytest
 import torch
 import torch.nn.functional as F
+from _after_import import run_after_import
 
 LOW = [torch.float16, torch.bfloat16]
 
@@ -574,12 +575,7 @@ print(scaler.get_scale())
 def test_amp_under_strict_mode():
     """With device memory protected from the host, autocast and GradScaler
     still work: the amp kernels touch device memory only inside kernels."""
-    import os
-    import subprocess
-    import sys
-
-    env = dict(os.environ, TORCH_EMU_STRICT="1")
-    r = subprocess.run([sys.executable, "-c", STRICT_SCRIPT], env=env, capture_output=True, text=True, timeout=120)
+    r = run_after_import(STRICT_SCRIPT, TORCH_EMU_STRICT="1")
     assert r.returncode == 0, r.stderr
     # 2**16, grown after steps 0-1, halved at step 3, grown after steps 4-5.
     assert float(r.stdout.split()[-1]) == 2.0**17

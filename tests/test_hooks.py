@@ -1,10 +1,9 @@
 """PrivateUse1 hooks, observed through the PyTorch features that use them."""
 
-import subprocess
-import sys
 
 import pytest
 import torch
+from _after_import import run_after_import
 
 
 def test_storage_resize_keeps_contents():
@@ -39,7 +38,7 @@ def test_primary_context_follows_first_use():
         "torch.ones(1, device='emu:1')\n"
         "print(C._is_device_initialized(1))\n"
     )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    r = run_after_import(code)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["False", "True"]
 

@@ -2,13 +2,12 @@
 (examples/registration/csrc/) and in Python (examples/registration/torch_emu_examples/),
 checked against CPU; and the backend without them."""
 
-import subprocess
-import sys
 import textwrap
 
 import pytest
 import torch
 import torch.nn.functional as F
+from _after_import import run_after_import
 
 import torch_emu_examples  # noqa: F401  (the examples load only when imported)
 from torch_emu_examples import custom_ops, fallbacks, native_python, overrides
@@ -322,7 +321,7 @@ def test_python_composite_override_is_scoped():
 
 
 def test_the_backend_without_the_examples():
-    # A fresh interpreter that never imports torch_emu_examples: the ops the
+    # A process that never imports torch_emu_examples: the ops the
     # examples replace take emu's ordinary paths, the example ops do not exist.
     code = textwrap.dedent("""
         import sys
@@ -347,5 +346,5 @@ def test_the_backend_without_the_examples():
         assert "aten::histc" in {name for name, _, _ in report.records}
         print("ok")
     """)
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    result = run_after_import(code, timeout=300)
     assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]
