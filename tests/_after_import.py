@@ -17,18 +17,20 @@ import sys
 import tempfile
 import textwrap
 
+# LITERALINCLUDE START: FIRST_USE_VARIABLES
 # Read by the device at its first use, not at import: a change of these does not need a new server.
 FIRST_USE = frozenset({
     "TORCH_EMU_DEVICE_COUNT", "TORCH_EMU_DEVICE_MEMORY", "TORCH_EMU_STRICT", "TORCH_EMU_LAUNCH_QUEUED",
     "TORCH_EMU_LAUNCH_BLOCKING", "TORCH_EMU_PROFILE", "TORCH_EMU_FAULTS",
 })
+# LITERALINCLUDE END: FIRST_USE_VARIABLES
 
 # The server: imports torch, then forks a child per request (one JSON line on stdin: code,
 # environment, working directory, output files, timeout) and answers with one JSON line.
 SERVER = r"""
-import json, os, select, signal, sys, time
+import gc, json, os, select, signal, sys
 import torch
-import gc; gc.freeze()
+gc.freeze()  # a child's collections leave the server's objects and their pages alone: its exit takes half as long
 
 def serve():
     for line in sys.stdin:
@@ -60,7 +62,7 @@ sys.argv = ["-c"]
 code = compile(request["code"], "<string>", "exec")
 main = type(sys)("__main__")
 sys.modules["__main__"] = main
-del json, select, signal, time, request, fd, path, mode, target
+del gc, json, select, signal, request, fd, path, mode, target
 exec(code, main.__dict__)
 """
 

@@ -12,7 +12,6 @@ import pytest
 import torch
 
 import torch_emu  # noqa: F401  (also loaded by autoload; explicit for clarity)
-from _after_import import run_after_import
 
 
 # For the tests of what only the native runtime does (strict mode's memory
@@ -57,6 +56,8 @@ def first_use_errors(**env) -> list[str]:
     """The device's first use, twice, in a process that has just imported torch,
     with ``env``: each time the initialisation error's type and message (a bad
     setting must fail every use alike)."""
+    from _after_import import run_after_import  # here: tests/test_failure_report.py runs this file alone
+
     result = run_after_import("""
         import torch
         for _ in range(2):
