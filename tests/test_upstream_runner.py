@@ -17,8 +17,9 @@ SAMPLES = pathlib.Path(__file__).parent / "upstream_sample"
 UPSTREAM = ("upstream", "--pytorch", str(SAMPLES))
 
 
-def upstream(*args, cwd=None, **env):
-    return subprocess.run([sys.executable, "-m", "torch_emu", *UPSTREAM, *args],
+def upstream(*args, cwd=None, cli="torch_emu", **env):
+    """The runner, by `python -m torch_emu`, or with cli="torch_emu_kit" the kit's own command line."""
+    return subprocess.run([sys.executable, "-m", cli, *UPSTREAM, *args],
                           capture_output=True, text=True, timeout=600, cwd=cwd, env={**os.environ, **env})
 
 
@@ -89,10 +90,9 @@ def test_skip_entries_by_name_without_dtypes_and_by_operator_in_the_kits_runner(
         "skipped_testcases": {"TestSample.test_fails_on_the_device": "differs on purpose",
                               "TestSample.test_subtest_fails_on_the_device": "one subtest differs"},
         "op_skips": {}}}))
-    r = subprocess.run([sys.executable, "-m", "torch_emu_kit", *UPSTREAM, "--file", "sample_device_generic.py",
-                        "--import", "torch_emu", "--skip-file", str(skips), "--json", str(tmp_path / "r.json")],
-                       capture_output=True, text=True, timeout=600, cwd=tmp_path,
-                       env={**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
+    r = upstream("--file", "sample_device_generic.py", "--import", "torch_emu", "--skip-file", str(skips),
+                 "--json", str(tmp_path / "r.json"), cwd=tmp_path, cli="torch_emu_kit",
+                 TORCH_DEVICE_BACKEND_AUTOLOAD="0")
     report = json.loads((tmp_path / "r.json").read_text())["files"][0]
     assert r.returncode == 0 and report["counts"]["skip file"] == 3, r.stdout + r.stderr
     assert report["skip file"]["TestSample.test_fails_on_the_device_int64"] == "differs on purpose"
