@@ -6,6 +6,7 @@ the next synchronisation, and TORCH_EMU_LAUNCH_BLOCKING=1 turning it all off.
 The slow kernel that makes them deterministic is torch.emu._sleep.
 """
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -150,13 +151,40 @@ def test_stream_synchronize_reports_only_its_own_errors(baseline_memory):
     del bad
 
 
-def test_random_ops_wait_so_seeding_stays_exact(baseline_memory):
-    sleep_ms(50)
-    torch.manual_seed(1)
-    a = torch.randn(64, device="emu")
-    torch.manual_seed(1)
-    b = torch.randn(64, device="emu")
-    assert a.cpu().equal(b.cpu())
+# LITERALINCLUDE START: TEST_QUEUED_DRAWS
+def _draws(device, busy):
+    """Random ops between seeding and state reads: busy() keeps emu's stream
+    busy, so that each random kernel is queued behind it."""
+    rng = torch.emu if device == "emu" else torch.random
+    rng.manual_seed(1)
+    g = torch.Generator(device).manual_seed(5)
+    busy()
+    out = [torch.randn(64, device=device), torch.randint(0, 9, (100,), device=device, generator=g)]
+    state = rng.get_rng_state()  # waits for the queued draws
+    out.append(torch.rand(10, device=device))
+    rng.set_rng_state(state)
+    out.append(torch.rand(10, device=device))  # the same numbers again
+    busy()
+    out.append(torch.empty(8, device=device).normal_())
+    side = torch.emu.Stream() if device == "emu" else None
+    with torch.emu.stream(side) if side is not None else contextlib.nullcontext():
+        out.append(torch.randn(8, device=device))  # another stream: after the queued draw
+    busy()
+    out.append(torch.randn(1000, device=device))
+    rng.manual_seed(1)  # the queued randn above drew before this seeding
+    out.append(torch.randn(8, device=device))
+    return [t.cpu() for t in out]
+
+
+def test_random_ops_are_queued_and_draw_in_program_order(baseline_memory):
+    before = torch_emu._C._launch_counts()
+    emu = _draws("emu", busy=lambda: sleep_ms(30))
+    queued, _, waited = (a - b for a, b in zip(torch_emu._C._launch_counts(), before))
+    assert queued >= 4 and waited == 0  # the four behind busy() were queued; none waited
+    cpu = _draws("cpu", busy=lambda: None)
+    for e, c in zip(emu, cpu):
+        assert torch.equal(e, c)
+# LITERALINCLUDE END: TEST_QUEUED_DRAWS
 
 
 def test_a_kernel_computes_in_the_default_dtype_of_its_call(baseline_memory):

@@ -191,6 +191,14 @@ def test_errors_are_clear():
     else:
         with pytest.raises(IndexError, match="index out of range"):
             a.index_select(0, bad)
+    # The same for x[i] (CPU's message).
+    if torch_emu._C._launch_mode() == "queued":
+        a[bad]
+        with pytest.raises(torch.AcceleratorError, match="index 7 is out of bounds for dimension 0 with size 4"):
+            torch.emu.synchronize()
+    else:
+        with pytest.raises(IndexError, match="index 7 is out of bounds for dimension 0 with size 4"):
+            a[bad]
 
 
 def test_autograd_through_native_kernels():
@@ -233,6 +241,51 @@ def test_indexing():
     check(lambda x, m: x.clone().masked_fill_(m, -1.0), [x, x > 0])
     check(lambda x, i: torch.zeros(6, 4, device=x.device).scatter_add(0, i[:, None].expand(4, 4), x[:4]), [x, idx])
     check(lambda a, b: torch.cat([a, b.double()]), [x, x], native=False)  # mixed dtypes: CPU's rules
+
+
+# LITERALINCLUDE START: TEST_INTEGER_INDEX
+@pytest.mark.launch_mode
+def test_integer_indexing_is_a_native_kernel(baseline_memory):
+    """x[i] with integer indices needs no data for its result's shape: a
+    native kernel that is queued like any other, never waited for."""
+    blocking = torch_emu._C._launch_mode() == "blocking"
+    x = torch.arange(5 * 6 * 7, dtype=torch.float32).view(5, 6, 7)
+    i, j = torch.tensor([4, 0, -1]), torch.tensor([[1, 2], [3, 5]])
+    cases = [
+        lambda x, d: x[i.to(d)],
+        lambda x, d: x[i],  # host indices, as on CUDA
+        lambda x, d: x[i.int().to(d)],  # int32
+        lambda x, d: x[:, j.to(d)],
+        lambda x, d: x[i.to(d), :, i.to(d)],  # apart: the indexed dimension goes first
+        lambda x, d: x[j.to(d)[:, :1], i[:2].to(d)],  # broadcast
+        lambda x, d: x.transpose(0, 2)[i[:2].to(d)],  # strided self
+        lambda x, d: x[..., torch.tensor([], dtype=torch.long, device=d)],
+        lambda x, d: x.long()[i.to(d)],
+        lambda x, d: (x > 100)[i.to(d)],
+        lambda x, d: x.to(torch.bfloat16)[i.to(d)],
+    ]
+    for case in cases:
+        expected = case(x, "cpu")
+        before = torch_emu._C._launch_counts()
+        with fallback_report() as report:
+            actual = case(x.to("emu"), "emu")
+        waited = torch_emu._C._launch_counts()[2] - before[2]
+        assert report.ops == [] and (waited == 0 or blocking)
+        assert actual.device.type == "emu" and torch.equal(actual.cpu(), expected)
+    # What the host can check raises at the call, with CPU's error.
+    e = x.to("emu")
+    with pytest.raises(IndexError, match="tensors used as indices must be long, int, byte or bool tensors"):
+        e[torch.tensor([0.5], device="emu")]
+    with pytest.raises(IndexError, match="too many indices for tensor of dimension 3"):
+        e[(i.to("emu"),) * 4]
+    with pytest.raises(IndexError, match="shape mismatch"):
+        e[i.to("emu"), j.to("emu")]
+    with pytest.raises(RuntimeError, match=r"indices should be either on cpu or on the same device as the indexed "
+                                           r"tensor \(emu:0\)"):
+        e[i.to("emu:1")]  # CUDA's error for another device's indices
+    # A boolean mask still needs the fallback (nonzero): it waits.
+    assert torch.equal(e[e > 200].cpu(), x[x > 200])
+# LITERALINCLUDE END: TEST_INTEGER_INDEX
 
 
 def test_random_fills_match_cpu_for_a_seed():

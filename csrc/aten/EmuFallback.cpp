@@ -195,7 +195,9 @@ void run_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10:
   for (size_t i = 0; i < num_args; ++i) {
     if (is_optional_generator(schema.arguments()[i])) {
       c10::IValue& arg = (*stack)[stack->size() - num_args + i];
-      arg = cpu_generator_for(arg.toOptional<at::Generator>(), device);
+      EmuGeneratorImpl* gen = emu_generator_for(arg.toOptional<at::Generator>(), device);
+      gen->draw_on(current_stream(device)); // after draws queued on other streams
+      arg = gen->cpu_generator();
     }
   }
 

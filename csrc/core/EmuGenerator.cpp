@@ -7,6 +7,8 @@
 
 #include "core/EmuStream.h"
 
+#include <utility>
+
 namespace torch_emu {
 
 EmuGeneratorImpl::EmuGeneratorImpl(c10::DeviceIndex device, uint64_t seed)
@@ -14,49 +16,81 @@ EmuGeneratorImpl::EmuGeneratorImpl(c10::DeviceIndex device, uint64_t seed)
                          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
       cpu_(at::make_generator<at::CPUGeneratorImpl>(seed)) {}
 
-// Every accessor takes the CPU generator's lock, the same lock the CPU
-// kernels take while drawing numbers.
+// Every accessor waits for the queued kernels that draw, then takes the CPU
+// generator's lock, the same lock the CPU kernels take while drawing numbers.
 void EmuGeneratorImpl::set_current_seed(uint64_t seed) {
+  wait_for_draws();
   std::lock_guard<std::mutex> lock(cpu_.mutex());
   cpu_.set_current_seed(seed);
 }
 
 uint64_t EmuGeneratorImpl::current_seed() const {
+  wait_for_draws();
   std::lock_guard<std::mutex> lock(cpu_.mutex());
   return cpu_.current_seed();
 }
 
 uint64_t EmuGeneratorImpl::seed() {
+  wait_for_draws();
   std::lock_guard<std::mutex> lock(cpu_.mutex());
   return cpu_.seed();
 }
 
 void EmuGeneratorImpl::set_offset(uint64_t offset) {
+  wait_for_draws();
   std::lock_guard<std::mutex> lock(cpu_.mutex());
   cpu_.set_offset(offset);
 }
 
 uint64_t EmuGeneratorImpl::get_offset() const {
+  wait_for_draws();
   std::lock_guard<std::mutex> lock(cpu_.mutex());
   return cpu_.get_offset();
 }
 
 void EmuGeneratorImpl::set_state(const c10::TensorImpl& new_state) {
+  wait_for_draws();
   std::lock_guard<std::mutex> lock(cpu_.mutex());
   cpu_.unsafeGetGeneratorImpl()->set_state(new_state);
 }
 
 c10::intrusive_ptr<c10::TensorImpl> EmuGeneratorImpl::get_state() const {
+  wait_for_draws();
   std::lock_guard<std::mutex> lock(cpu_.mutex());
   return cpu_.unsafeGetGeneratorImpl()->get_state();
 }
 
 EmuGeneratorImpl* EmuGeneratorImpl::clone_impl() const {
+  wait_for_draws();
   auto* copy = new EmuGeneratorImpl(device().index());
   std::lock_guard<std::mutex> lock(cpu_.mutex());
   copy->cpu_ = cpu_.clone();
   return copy;
 }
+
+// LITERALINCLUDE START: GENERATOR_DRAWS
+void EmuGeneratorImpl::draw_on(const c10::Stream& stream) {
+  std::optional<c10::Stream> before;
+  {
+    std::lock_guard<std::mutex> lock(draws_mutex_);
+    before = std::exchange(drawing_on_, stream);
+  }
+  if (before.has_value() && *before != stream && !before->query()) {
+    before->synchronize();
+  }
+}
+
+void EmuGeneratorImpl::wait_for_draws() const {
+  std::optional<c10::Stream> drawing;
+  {
+    std::lock_guard<std::mutex> lock(draws_mutex_);
+    drawing = drawing_on_;
+  }
+  if (drawing.has_value() && !drawing->query()) {
+    drawing->synchronize();
+  }
+}
+// LITERALINCLUDE END: GENERATOR_DRAWS
 
 // LITERALINCLUDE START: DEFAULT_GENERATORS
 const at::Generator& default_generator(c10::DeviceIndex device) {
@@ -87,13 +121,17 @@ at::Generator new_generator(c10::DeviceIndex device) {
 }
 
 // LITERALINCLUDE START: CPU_GENERATOR_FOR
-at::Generator cpu_generator_for(const std::optional<at::Generator>& gen, c10::DeviceIndex device) {
+EmuGeneratorImpl* emu_generator_for(const std::optional<at::Generator>& gen, c10::DeviceIndex device) {
   if (gen.has_value() && gen->defined()) {
     TORCH_CHECK(gen->device().type() == c10::DeviceType::PrivateUse1,
                 "Expected a generator on emu for an emu random op, but got one on ", gen->device());
-    return at::check_generator<EmuGeneratorImpl>(*gen)->cpu_generator();
+    return at::check_generator<EmuGeneratorImpl>(*gen);
   }
-  return at::check_generator<EmuGeneratorImpl>(default_generator(device))->cpu_generator();
+  return at::check_generator<EmuGeneratorImpl>(default_generator(device));
+}
+
+at::Generator cpu_generator_for(const std::optional<at::Generator>& gen, c10::DeviceIndex device) {
+  return emu_generator_for(gen, device)->cpu_generator();
 }
 // LITERALINCLUDE END: CPU_GENERATOR_FOR
 

@@ -6,6 +6,10 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Generator.h>
+#include <c10/core/Stream.h>
+
+#include <mutex>
+#include <optional>
 
 namespace torch_emu {
 
@@ -32,9 +36,19 @@ class EmuGeneratorImpl final : public c10::GeneratorImpl {
     return cpu_;
   }
 
+  // A kernel that draws may be queued: it draws when it runs, in the order of
+  // its stream. Launched on `stream`, it first waits for draws queued on
+  // another stream, so that draws keep the program's order; and every host
+  // access to the state (seeding, get_state, a draw on the host) first waits
+  // for the queued ones, so that it sees them done, as after CUDA's launches.
+  void draw_on(const c10::Stream& stream);
+  void wait_for_draws() const;
+
  private:
   EmuGeneratorImpl* clone_impl() const override;
   mutable at::Generator cpu_; // const accessors still lock its mutex
+  mutable std::mutex draws_mutex_;
+  std::optional<c10::Stream> drawing_on_; // where the last kernel that draws was launched
 };
 // LITERALINCLUDE END: GENERATOR_IMPL
 
@@ -42,8 +56,12 @@ class EmuGeneratorImpl final : public c10::GeneratorImpl {
 const at::Generator& default_generator(c10::DeviceIndex device);
 at::Generator new_generator(c10::DeviceIndex device);
 
+// The emu generator an emu random op draws from: `gen` if given, else the
+// default generator of `device`.
+EmuGeneratorImpl* emu_generator_for(const std::optional<at::Generator>& gen, c10::DeviceIndex device);
+
 // The CPU generator to hand a CPU kernel for an emu random op: the one behind
-// `gen` if given, else behind the default generator of `device`.
+// emu_generator_for(gen, device).
 at::Generator cpu_generator_for(const std::optional<at::Generator>& gen, c10::DeviceIndex device);
 
 } // namespace torch_emu

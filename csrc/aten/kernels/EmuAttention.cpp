@@ -163,7 +163,9 @@ std::optional<Tensor> kernel_mask(const std::optional<Tensor>& bias) {
 // A seed for the dropout mask from the device's default generator (its CPU
 // generator: the state torch.manual_seed and get_rng_state see).
 uint64_t draw_seed(c10::DeviceIndex device) {
-  at::Generator gen = cpu_generator_for(std::nullopt, device);
+  EmuGeneratorImpl* emu_gen = emu_generator_for(std::nullopt, device);
+  emu_gen->wait_for_draws(); // a draw on the host: after the queued ones
+  at::Generator gen = emu_gen->cpu_generator();
   std::lock_guard<std::mutex> lock(gen.mutex());
   return gen.get<at::CPUGeneratorImpl>()->random64();
 }

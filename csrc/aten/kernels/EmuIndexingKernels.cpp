@@ -1,8 +1,9 @@
-// Native emu kernels: index_select (embedding's forward), gather, scatter,
-// scatter_add, masked_fill_ and cat.
+// Native emu kernels: index_select (embedding's forward), integer indexing
+// (x[i]), gather, scatter, scatter_add, masked_fill_ and cat.
 #include <ATen/ops/cat_native.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/gather_native.h>
+#include <ATen/ops/index_native.h>
 #include <ATen/ops/index_select_native.h>
 #include <ATen/ops/masked_fill_native.h>
 #include <ATen/ops/scatter_add_native.h>
@@ -10,6 +11,7 @@
 #include <torch/library.h>
 
 #include "aten/kernels/EmuKernel.h"
+#include "aten/kernels/EmuNativeKernels.h"
 
 namespace torch_emu {
 namespace {
@@ -69,6 +71,75 @@ at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& i
   return result;
 }
 // LITERALINCLUDE END: INDEX_SELECT
+
+using kernel::KnownOutputs;
+using kernel::NewOutputs;
+
+// LITERALINCLUDE START: INTEGER_INDEX
+// CPU's index kernel (meta() works out the result's shape from the indices'
+// shapes alone, impl() reads them), queued: an index out of range is the
+// kernel's error, reported at the next sync when queued, as on CUDA.
+void index_into(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices, const at::Tensor& out) {
+  KnownOutputs<structured_index_out, 1> op({out});
+  const auto facts = op.meta(self, at::IOptTensorListRef(indices));
+  op.impl(self, facts.sizes, facts.strides, out);
+}
+
+} // namespace
+
+bool indexes_with_integers(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
+  if (!native_kernels_registered() || !self.is_privateuseone() || self.layout() != at::kStrided ||
+      self.is_quantized()) {
+    return false;
+  }
+  for (const std::optional<at::Tensor>& index : indices) {
+    if (!index.has_value() || !index->defined()) {
+      continue;
+    }
+    const bool integer = index->scalar_type() == at::kLong || index->scalar_type() == at::kInt;
+    // On another emu device: meta() refuses them with CUDA's IndexError.
+    const bool host_or_emu = index->device().is_cpu() || index->is_privateuseone();
+    if (!integer || !host_or_emu || index->layout() != at::kStrided) {
+      return false;
+    }
+  }
+  return true;
+}
+
+at::Tensor index_with_integers(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
+  // Host and int32 indices become int64 emu tensors first, as meta() would
+  // (CUDA copies host indices to the device too): the kernel then reads only
+  // device memory, and a queued one keeps what it reads.
+  c10::List<std::optional<at::Tensor>> on_device;
+  on_device.reserve(indices.size());
+  for (const std::optional<at::Tensor>& index : indices) {
+    const bool moves = index.has_value() && index->defined() && (index->is_cpu() || index->device() == self.device());
+    on_device.push_back(moves ? std::optional<at::Tensor>(index->to(self.device(), at::kLong)) : index);
+  }
+  NewOutputs<structured_index_out, 1> op;
+  const auto facts = op.meta(self, at::IOptTensorListRef(on_device));
+  const at::Tensor& out = *op.outputs[0];
+  size_t bytes = 2 * out.nbytes(); // reads as many elements of self as it writes
+  for (const std::optional<at::Tensor>& index : on_device) {
+    bytes += kernel::bytes_of(index);
+  }
+  kernel::queue_on(
+      self.device().index(), [&] { op.impl(self, facts.sizes, facts.strides, out); },
+      [&]() -> std::function<void()> {
+        c10::List<std::optional<at::Tensor>> kept;
+        for (const std::optional<at::Tensor>& index : on_device) {
+          kept.push_back(kernel::keep(index));
+        }
+        return [self = kernel::keep(self), kept = std::move(kept), out = kernel::keep(out)] {
+          index_into(self, kept, out);
+        };
+      },
+      "index", bytes);
+  return std::move(op.outputs[0]).take();
+}
+// LITERALINCLUDE END: INTEGER_INDEX
+
+namespace {
 
 using MaskedFillScalar = at::Tensor& (*)(at::Tensor&, const at::Tensor&, const at::Scalar&);
 

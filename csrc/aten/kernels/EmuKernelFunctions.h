@@ -19,10 +19,18 @@ template <typename R, typename... Args, R (*fn)(Args...)>
 struct OnDevice<fn> {
   static R call(Args... args) {
     const c10::DeviceIndex device = common_device(args...);
-    if constexpr (std::is_void_v<R> && !draws_random_numbers<Args...>) {
+    if constexpr (std::is_void_v<R>) {
       queue_on(
           device, [&] { fn(kernel_arg(std::forward<Args>(args), device)...); },
           [&] { return replay(device, args...); }, kernel_name<fn>(), tensor_bytes(args...));
+    } else if constexpr (draws_random_numbers<Args...>) {
+      // An in-place fill (normal_, random_...): it returns its first argument.
+      static_assert(std::is_same_v<R, at::Tensor&> && std::is_same_v<std::tuple_element_t<0, std::tuple<Args...>>, at::Tensor&>);
+      order_draws(device, args...);
+      queue_on(
+          device, [&] { fn(kernel_arg(std::forward<Args>(args), device)...); },
+          [&] { return replay(device, args...); }, kernel_name<fn>(), tensor_bytes(args...));
+      return std::get<0>(std::forward_as_tuple(args...));
     } else {
       return run_on(
           device, [&]() -> R { return fn(kernel_arg(std::forward<Args>(args), device)...); },
@@ -68,11 +76,8 @@ struct OnHost<fn> {
         at::Tensor host_first = host_arg(aliases, first);
         fn(host_first, kernel_arg(host_arg(aliases, rest), device)...);
       };
-      if constexpr (draws_random_numbers<Rest...>) {
-        run_on(device, kernel, make_replay, kernel_name<fn>());
-      } else {
-        queue_on(device, kernel, make_replay, kernel_name<fn>(), tensor_bytes(first, rest...));
-      }
+      order_draws(device, rest...);
+      queue_on(device, kernel, make_replay, kernel_name<fn>(), tensor_bytes(first, rest...));
       return first;
     } else {
       return run_on(

@@ -107,11 +107,23 @@ const char* kernel_name() {
   return name.c_str();
 }
 
-// Random kernels draw from a generator whose state the host reads and seeds:
-// they run when launched, so that seeding and get_rng_state see them done.
+// Random kernels draw from a generator when they run: launched, they take
+// their place in the order of the generator's draws (EmuGenerator.h), so that
+// a queued one draws what it would have drawn at its call.
 template <typename... Args>
 inline constexpr bool draws_random_numbers =
     (std::is_same_v<std::decay_t<Args>, std::optional<at::Generator>> || ...);
+
+template <typename... Args>
+void order_draws(c10::DeviceIndex device, const Args&... args) {
+  const c10::Stream stream = current_stream(device);
+  auto order = [&](const auto& arg) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(arg)>, std::optional<at::Generator>>) {
+      emu_generator_for(arg, device)->draw_on(stream);
+    }
+  };
+  (order(args), ...);
+}
 // LITERALINCLUDE END: QUEUE_ON
 
 // LITERALINCLUDE START: KEEP_ARGS

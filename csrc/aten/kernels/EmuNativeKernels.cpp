@@ -22,10 +22,15 @@ void register_reduction_kernels(torch::Library& m);
 // that a switch can leave them out: with TORCH_EMU_NATIVE_KERNELS=0 every one
 // of these ops runs through the fallback, which is how the tests prove that
 // the minimal operator set plus the fallback runs a model.
+namespace {
+bool g_registered = false;
+} // namespace
+
 bool register_native_kernels() {
   if (!env_bool("TORCH_EMU_NATIVE_KERNELS").value_or(true)) {
     return false;
   }
+  g_registered = true;
   static torch::Library m(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
   register_amp_kernels(m);
   register_elementwise_kernels(m);
@@ -39,5 +44,9 @@ bool register_native_kernels() {
   return true;
 }
 // LITERALINCLUDE END: NATIVE_KERNELS_SWITCH
+
+bool native_kernels_registered() {
+  return g_registered;
+}
 
 } // namespace torch_emu
