@@ -37,7 +37,9 @@ def test_each_test_is_paired_with_its_cpu_result(first_run):
     r, files, _ = first_run
     assert r.returncode == 1, r.stderr  # device failures where CPU passes
     sample = files["sample_device_generic.py"]
-    assert sample["counts"]["both passed"] == 3  # test_passes, test_dtypes_pass in two dtypes
+    # test_passes, test_dtypes_pass in two dtypes, and TestSampleLater's, whose emu class is named
+    # TestSampleLaterEMU: every CPU result has its device result.
+    assert sample["counts"]["both passed"] == 4 and "cpu only" not in sample["counts"]
     assert sorted(sample["device failed, cpu passed"]) == [
         "TestSample.test_fails_on_the_device_float32", "TestSample.test_fails_on_the_device_int64",
         "TestSample.test_subtest_fails_on_the_device"]
@@ -96,7 +98,7 @@ def test_skip_entries_by_name_without_dtypes_and_by_operator_in_the_kits_runner(
     report = json.loads((tmp_path / "r.json").read_text())["files"][0]
     assert r.returncode == 0 and report["counts"]["skip file"] == 3, r.stdout + r.stderr
     assert report["skip file"]["TestSample.test_fails_on_the_device_int64"] == "differs on purpose"
-    assert report["counts"]["both passed"] == 3  # the backend named by --import ran them
+    assert report["counts"]["both passed"] == 4  # the backend named by --import ran them
 
 
 def test_an_entry_without_dtypes_names_its_dtype_variants_only():

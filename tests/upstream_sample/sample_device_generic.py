@@ -1,6 +1,7 @@
 """A device-generic test file in the shape of PyTorch's own (tests/test_upstream_runner.py runs
 the upstream runner on it): tests that pass, fail only on the device, fail on both, skip, run on
-one device type only, and are restricted to CUDA."""
+one device type only, and are restricted to CUDA; and a second class, which PyTorch names after
+the backend (TestSampleLaterEMU) rather than PRIVATEUSE1, as test_indexing.py's NumpyTests."""
 
 import torch
 from torch.testing._internal.common_device_type import dtypes, instantiate_device_type_tests, onlyCPU, onlyCUDA
@@ -50,7 +51,13 @@ class TestSample(TestCase):
         raise AssertionError("needs CUDA")
 
 
+class TestSampleLater(TestCase):
+    def test_later_passes(self, device):
+        self.assertEqual(torch.full((2,), 2.0, device=device).sum().item(), 4)
+
+
 instantiate_device_type_tests(TestSample, globals())
+instantiate_device_type_tests(TestSampleLater, globals())
 
 if __name__ == "__main__":
     run_tests()

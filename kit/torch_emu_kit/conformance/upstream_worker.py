@@ -23,21 +23,25 @@ import torch
 
 # LITERALINCLUDE START: UPSTREAM_WORKER
 # The device-generic classes: instantiate_device_type_tests names them after
-# the device type (TestFooCPU, TestFooPRIVATEUSE1).
-DEVICE_CLASSES = {"CPU": "cpu", "PRIVATEUSE1": "privateuse1"}
+# the device type (TestFooCPU, TestFooPRIVATEUSE1), or after the backend's name
+# (TestFooEMU) once a PrivateUse1 class has set up and renamed the device type
+# of the base class the later ones copy: test_indexing.py's NumpyTests.
+def device_classes(backend: str) -> dict[str, str]:
+    return {"CPU": "cpu", "PRIVATEUSE1": "privateuse1", backend.upper(): "privateuse1"}
 
 
-def device_of(test: unittest.TestCase) -> str | None:
+def device_of(test: unittest.TestCase, backend: str) -> tuple[str, str] | None:
+    """The device of a device-generic test and its class's suffix naming it."""
     name = type(test).__name__
-    return next((device for suffix, device in DEVICE_CLASSES.items() if name.endswith(suffix)), None)
+    return next(((device, suffix) for suffix, device in device_classes(backend).items() if name.endswith(suffix)),
+                None)
 
 
-def generic_key(test: unittest.TestCase, device: str, backend: str) -> str:
+def generic_key(test: unittest.TestCase, device: str, suffix: str, backend: str) -> str:
     """The test's name on no device, shared by its CPU and its PrivateUse1 variant:
     TestFooCPU.test_bar_cpu_float32 and TestFooPRIVATEUSE1.test_bar_emu_float32 are
     both TestFoo.test_bar_float32 (the device goes between the name and the dtypes)."""
     cls = type(test).__name__
-    suffix = next(s for s, d in DEVICE_CLASSES.items() if d == device)
     token = "_" + ("cpu" if device == "cpu" else backend)
     method = test._testMethodName
     at = method.rfind(token)
@@ -143,11 +147,14 @@ def run(path: str, results: str, options: dict) -> None:
         only, exclude = set(options.get("only", [])), set(options.get("exclude", []))
         names, tests = {}, []
         for test in flatten(unittest.TestLoader().loadTestsFromModule(module)):
-            device = device_of(test)
+            device, suffix = device_of(test, backend) or (None, "")
             name = f"{type(test).__name__}.{test._testMethodName}"
-            if device != options["device"] or name in exclude or (only and generic_key(test, device, backend) not in only):
+            if device != options["device"]:
                 continue
-            names[test.id()] = {"device": device, "key": generic_key(test, device, backend), "name": name}
+            key = generic_key(test, device, suffix, backend)
+            if name in exclude or (only and key not in only):
+                continue
+            names[test.id()] = {"device": device, "key": key, "name": name}
             tests.append(test)
         out.write(json.dumps({"event": "collected", "tests": [names[t.id()] for t in tests]}) + "\n")
         out.flush()
