@@ -3,8 +3,8 @@
     .venv/bin/python benchmarks/bench_async.py [--quick] [--json PATH]
 
 Each workload (an MLP, a small CNN, a transformer block, an LSTM language
-model, batch-1 generation with a small decoder, a tiny Hugging Face Llama when
-transformers is installed) runs in the four launch modes, each in its own
+model, batch-1 generation with a small decoder, a tiny Hugging Face Llama and
+GPT-2 when transformers is installed) runs in the four launch modes, each in its own
 process: adaptive (the default with two cores or more: a small kernel onto an
 idle stream runs at once, the others are queued), queued
 (TORCH_EMU_LAUNCH_QUEUED=1: every queueable launch goes to the stream's worker), auto
@@ -85,14 +85,19 @@ def generate(device: str, model: torch.nn.Module):
     return run
 
 
-def llama_step(device: str):
-    """A training step (AdamW) of a tiny Hugging Face Llama, if transformers is installed."""
+def hf_step(device: str, model_name: str):
+    """A training step (AdamW) of a tiny Hugging Face model (transformers installed): Llama, or
+    GPT-2 with its dropout (0.1, the default) on."""
     import transformers
-    config = transformers.LlamaConfig(
-        vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=64, attn_implementation="sdpa")
     torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(config).to(device)
+    if model_name == "llama":
+        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+            vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, max_position_embeddings=64, attn_implementation="sdpa"))
+    else:
+        model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+            vocab_size=256, n_embd=64, n_layer=2, n_head=4, n_positions=64, attn_implementation="sdpa"))
+    model = model.to(device).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     ids = torch.randint(0, 256, (4, 32), generator=torch.Generator().manual_seed(1)).to(device)
 
@@ -120,7 +125,9 @@ def workloads() -> dict:
         lambda device: generate(device, decoder), SMALL_OP_TARGET)
     try:
         import transformers  # noqa: F401
-        out["train step, Hugging Face Llama (2×64, 32 tokens × 4), AdamW"] = (llama_step, None)
+        out["train step, Hugging Face Llama (2×64, 32 tokens × 4), AdamW"] = (lambda d: hf_step(d, "llama"), None)
+        out["train step, Hugging Face GPT-2 (2×64, 32 tokens × 4, dropout 0.1), AdamW"] = (
+            lambda d: hf_step(d, "gpt2"), None)
     except ImportError:
         pass
     return out
@@ -226,7 +233,7 @@ def main() -> int:
              "\n".join(details) +
              f"\n\nThe main table is this machine's default ({default}) mode. CPU times come from the blocking "
              "run's process. Waited launches: ops without a native kernel, ops whose kernel allocates its outputs "
-             "(output sizes from data, or no meta function), random ops. Host returns: when the step's call "
+             "(output sizes from data, or no meta function). Host returns: when the step's call "
              "returned, as a share of the step; until then host and device overlap.\n\n"
              "Peak device memory of one step (torch.emu.max_memory_allocated):\n\n"
              "| workload | blocking, MiB | adaptive / blocking | queued / blocking | auto / blocking |\n"

@@ -68,6 +68,10 @@ POINTWISE = {
     "broadcast": (lambda a, b: a + b[0], (A, B)),
     "non-contiguous": (lambda a, b: a.t() * b.t(), (A, B)),
     "scalar mul": (lambda a: a * 3, (A,)),
+    "tril": (lambda a: torch.tril(a, -1), (A,)),
+    "triu": (lambda a: a.t().triu(1), (A,)),
+    "isneginf": (lambda a: torch.isneginf(a / 0), (A,)),
+    "isposinf": (lambda a: torch.isposinf(a / 0), (A,)),
 }
 FLOATING = {
     "pow scalar": (lambda a: a.pow(2.5), (A,), True),
@@ -79,6 +83,8 @@ FLOATING = {
     "reciprocal": (torch.reciprocal, (A,), True),
     "sigmoid": (torch.sigmoid, (A,), False),
     "tanh": (torch.tanh, (A,), False),
+    "cos": (torch.cos, (A,), False),
+    "sin": (lambda a: a.clone().sin_(), (A,), False),
     "silu": (F.silu, (A,), False),
     "gelu": (F.gelu, (A,), False),
     "gelu tanh": (lambda a: F.gelu(a, approximate="tanh"), (A,), False),
@@ -301,6 +307,23 @@ def test_random_fills_match_cpu_for_a_seed():
     torch.manual_seed(3)
     emu_drop = F.dropout(torch.ones(100, device="emu"), 0.5)
     assert torch.equal(emu_drop.cpu(), cpu_drop)
+
+
+@pytest.mark.parametrize("device", ["emu", "emu:1"])
+def test_dropout_and_its_backward_are_queued_ops_drawing_cpus_numbers(device, baseline_memory):
+    x = torch.randn(32, 16, requires_grad=True)
+    xe = x.detach().to(device).requires_grad_()
+    torch.manual_seed(5)
+    y = F.dropout(x, 0.3)
+    y.sum().backward()
+    torch.manual_seed(5)
+    with fallback_report() as report:
+        ye = F.dropout(xe, 0.3)
+        ye.sum().backward()
+    assert report.ops == [] and ye.device == xe.grad.device == xe.device
+    assert torch.equal(ye.cpu(), y) and torch.equal(xe.grad.cpu(), x.grad)
+    out, mask = torch.native_dropout(xe.detach(), 0.5, False)  # not training: the input, all kept
+    assert torch.equal(out.cpu(), x.detach()) and mask.all().item()
 
 
 def test_foreach_ops():

@@ -2,20 +2,23 @@
 // activations (forward and backward). Chosen by profiling the benchmark
 // models (benchmarks/bench_ops.py --profile): these run on every tensor of
 // every training step. See EmuKernel.h for how a kernel is made.
+#include <ATen/ops/abs_native.h>
 #include <ATen/ops/add_native.h>
 #include <ATen/ops/addcdiv_native.h>
 #include <ATen/ops/addcmul_native.h>
 #include <ATen/ops/clamp_min_native.h>
 #include <ATen/ops/clamp_native.h>
+#include <ATen/ops/cos_native.h>
 #include <ATen/ops/div_native.h>
 #include <ATen/ops/eq_native.h>
-#include <ATen/ops/abs_native.h>
 #include <ATen/ops/exp_native.h>
 #include <ATen/ops/fill_native.h>
 #include <ATen/ops/ge_native.h>
 #include <ATen/ops/gelu_backward_native.h>
 #include <ATen/ops/gelu_native.h>
 #include <ATen/ops/gt_native.h>
+#include <ATen/ops/isneginf_native.h>
+#include <ATen/ops/isposinf_native.h>
 #include <ATen/ops/le_native.h>
 #include <ATen/ops/lerp_native.h>
 #include <ATen/ops/log_native.h>
@@ -32,11 +35,14 @@
 #include <ATen/ops/sigmoid_native.h>
 #include <ATen/ops/silu_backward_native.h>
 #include <ATen/ops/silu_native.h>
+#include <ATen/ops/sin_native.h>
 #include <ATen/ops/sqrt_native.h>
 #include <ATen/ops/sub_native.h>
 #include <ATen/ops/tanh_backward_native.h>
 #include <ATen/ops/tanh_native.h>
 #include <ATen/ops/threshold_backward_native.h>
+#include <ATen/ops/tril_native.h>
+#include <ATen/ops/triu_native.h>
 #include <ATen/ops/where_native.h>
 #include <ATen/ops/zero_native.h>
 #include <ATen/Dispatch_v2.h>
@@ -184,6 +190,12 @@ void register_elementwise_kernels(torch::Library& m) {
   EMU_STRUCTURED(m, "sigmoid", "", structured_sigmoid_out);
   EMU_STRUCTURED(m, "tanh", "", structured_tanh_out);
   EMU_STRUCTURED(m, "silu", "", structured_silu_out);
+  EMU_STRUCTURED(m, "cos", "", structured_cos_out); // rotary embeddings
+  EMU_STRUCTURED(m, "sin", "", structured_sin_out);
+  m.impl("isneginf", TORCH_FN(Structured<structured_isneginf_out>::functional));
+  m.impl("isposinf", TORCH_FN(Structured<structured_isposinf_out>::functional));
+  EMU_STRUCTURED(m, "tril", "", structured_tril_cpu); // causal masks
+  EMU_STRUCTURED(m, "triu", "", structured_triu_cpu);
   m.impl("gelu", TORCH_FN(Structured<structured_gelu_out_cpu>::functional));
   m.impl("gelu_", TORCH_FN(Structured<structured_gelu_out_cpu>::inplace));
   m.impl("sigmoid_backward", TORCH_FN(Structured<structured_sigmoid_backward_out>::functional));

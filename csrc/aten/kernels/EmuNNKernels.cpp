@@ -18,6 +18,7 @@
 #include <ATen/ops/max_pool2d_with_indices_native.h>
 #include <ATen/ops/native_batch_norm_backward_native.h>
 #include <ATen/ops/native_batch_norm_native.h>
+#include <ATen/ops/native_dropout_backward_native.h>
 #include <ATen/ops/native_dropout_native.h>
 #include <ATen/ops/native_layer_norm_backward_native.h>
 #include <ATen/ops/native_layer_norm_native.h>
@@ -107,6 +108,21 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
 }
 // LITERALINCLUDE END: LAYER_NORM
 
+// LITERALINCLUDE START: DROPOUT
+// CPU's dropout is made of ops (a mask drawn with bernoulli_, two products, a
+// conversion), each of which is a queued emu kernel: run as it is, on the
+// input's device, dropout queues instead of waiting and draws CPU's numbers.
+std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, double p, std::optional<bool> train) {
+  const c10::DeviceGuard guard(input.device());
+  return native_dropout_cpu(input, p, train);
+}
+
+at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mask, double scale) {
+  const c10::DeviceGuard guard(grad.device());
+  return at::native::native_dropout_backward(grad, mask, scale);
+}
+// LITERALINCLUDE END: DROPOUT
+
 } // namespace
 
 void register_nn_kernels(torch::Library& m) {
@@ -127,7 +143,8 @@ void register_nn_kernels(torch::Library& m) {
   m.impl("native_batch_norm", TORCH_FN(OnHost<&batch_norm_cpu>::call));
   m.impl("native_batch_norm_backward", TORCH_FN(OnHost<&batch_norm_backward_cpu>::call));
   m.impl("embedding_dense_backward", TORCH_FN(OnDevice<&embedding_dense_backward_cpu>::call));
-  m.impl("native_dropout", TORCH_FN(OnDevice<&native_dropout_cpu>::call));
+  m.impl("native_dropout", TORCH_FN(native_dropout));
+  m.impl("native_dropout_backward", TORCH_FN(native_dropout_backward));
   m.impl("_scaled_dot_product_flash_attention_for_cpu",
          TORCH_FN(OnDevice<&_scaled_dot_product_flash_attention_cpu>::call));
   m.impl("_scaled_dot_product_flash_attention_for_cpu_backward",
