@@ -309,6 +309,26 @@ def test_random_fills_match_cpu_for_a_seed():
     assert torch.equal(emu_drop.cpu(), cpu_drop)
 
 
+@pytest.mark.launch_mode
+def test_arange_is_queued_with_cpus_checks(baseline_memory):
+    blocking = torch_emu._C._launch_mode() == "blocking"
+    for args, kw in [((10,), {}), ((3, 11, 2), {}), ((0, 1, 0.1), {}), ((5,), {"dtype": torch.bfloat16}),
+                     ((-3.5, 2, 0.5), {"dtype": torch.float64}), ((4, 0, -1), {}), ((0,), {})]:
+        before = torch_emu._C._launch_counts()
+        with fallback_report() as report:
+            actual = torch.arange(*args, device="emu:1", **kw)
+        assert report.ops == [] and (blocking or torch_emu._C._launch_counts()[2] == before[2])
+        expected = torch.arange(*args, **kw)
+        assert actual.device == torch.device("emu:1") and actual.dtype == expected.dtype
+        assert torch.equal(actual.cpu(), expected)
+    out = torch.empty(10, device="emu")[::2]  # not contiguous, the right length
+    assert torch.equal(torch.arange(5, out=out).cpu(), torch.arange(5.0))
+    for args, message in [((0, 1, 0), "step must be nonzero"), ((0, float("inf")), "unsupported range"),
+                          ((5, 0, 1), "upper bound and lower bound inconsistent with step sign")]:
+        with pytest.raises(RuntimeError, match=message):
+            torch.arange(*args, device="emu")
+
+
 @pytest.mark.parametrize("device", ["emu", "emu:1"])
 def test_dropout_and_its_backward_are_queued_ops_drawing_cpus_numbers(device, baseline_memory):
     x = torch.randn(32, 16, requires_grad=True)

@@ -14,6 +14,7 @@
 #include <ATen/native/IndexKernel.h>
 #include <ATen/native/Lerp.h>
 #include <ATen/native/PointwiseOps.h>
+#include <ATen/native/RangeFactories.h>
 #include <ATen/native/Pow.h>
 #include <ATen/native/ReduceOps.h>
 #include <ATen/native/TensorAdvancedIndexing.h>
@@ -284,6 +285,7 @@ EMU_STUB_TO_CPU(clamp_min_scalar_stub)
 EMU_STUB_TO_CPU(clamp_max_scalar_stub)
 EMU_STUB_TO_CPU(isposinf_stub)
 EMU_STUB_TO_CPU(isneginf_stub)
+EMU_STUB_TO_CPU(arange_stub)
 EMU_STUB_TO_CPU(where_kernel)
 EMU_STUB_TO_CPU(lerp_kernel_scalar_weight)
 EMU_STUB_TO_CPU(lerp_kernel_tensor_weight)

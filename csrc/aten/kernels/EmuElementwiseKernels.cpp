@@ -4,6 +4,8 @@
 // every training step. See EmuKernel.h for how a kernel is made.
 #include <ATen/ops/abs_native.h>
 #include <ATen/ops/add_native.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/arange_native.h>
 #include <ATen/ops/addcdiv_native.h>
 #include <ATen/ops/addcmul_native.h>
 #include <ATen/ops/clamp_min_native.h>
@@ -143,6 +145,29 @@ void fill_queued(at::TensorIterator& iter, const c10::Scalar& value) {
 
 namespace {
 
+// LITERALINCLUDE START: ARANGE
+// arange(start, end, step, out=) (torch.arange, position ids): CPU's code on a
+// meta tensor of out's dtype makes CPU's checks and works out the length, at
+// the call; out takes that length here, and a queued kernel fills it with
+// CPU's code, which then finds it the right size.
+at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step, at::Tensor& out) {
+  const c10::DeviceIndex device = kernel::common_device(out);
+  at::Tensor length = at::empty({0}, out.options().device(c10::kMeta));
+  at::arange_out(length, start, end, step);
+  const c10::DeviceGuard guard(out.device());
+  if (out.numel() != length.numel()) {
+    out.resize_(length.sizes());
+  }
+  kernel::queue_on(
+      device, [&] { at::native::arange_out(start, end, step, out); },
+      [&]() -> std::function<void()> {
+        return [start, end, step, out = kernel::keep(out)]() mutable { at::native::arange_out(start, end, step, out); };
+      },
+      "arange", out.nbytes());
+  return out;
+}
+// LITERALINCLUDE END: ARANGE
+
 // LITERALINCLUDE START: ELEMENTWISE_REGISTER
 // Registers the functional and in-place forms of a structured op.
 #define EMU_STRUCTURED(m, name, overload, cls)             \
@@ -209,6 +234,7 @@ void register_elementwise_kernels(torch::Library& m) {
   m.impl("zero_", TORCH_FN(torch_emu::zero_));
   m.impl("fill_.Scalar", TORCH_FN(torch_emu::fill_));
   m.impl("abs.out", TORCH_FN(at::native::abs_out));  // abs_stub: EmuCpuStubs.cpp
+  m.impl("arange.start_out", TORCH_FN(arange_out));
   // where() runs its iterator itself, so it runs as a kernel of its own.
   m.impl("where.self", TORCH_FN(OnDevice<static_cast<at::Tensor (*)(const at::Tensor&, const at::Tensor&,
                                                                     const at::Tensor&)>(where)>::call));
