@@ -200,6 +200,20 @@ def test_a_kernel_computes_in_the_default_dtype_of_its_call(baseline_memory):
     finally:
         torch.set_default_dtype(torch.float32)
     assert got.dtype == torch.float64 and torch.equal(got.cpu(), expected)
+    # A float tensor decides the dtype whatever the default: queued (dropout's float * bool mask).
+    x, mask = torch.randn(64, 64), torch.rand(64, 64) > 0.5
+    ex, emask = x.to("emu"), mask.to("emu")
+    sleep_ms(100)
+    torch.set_default_dtype(torch.double)
+    try:
+        before = torch_emu._C._launch_counts()
+        got, int_product = ex * emask, ea * 2.5
+        queued, _, waited = (n - m for n, m in zip(torch_emu._C._launch_counts(), before))
+    finally:
+        torch.set_default_dtype(torch.float32)
+    assert (queued, waited) == (1, 1)  # int * 2.5 (a Python number) waits: the default dtype decides
+    assert got.dtype == torch.float32 and torch.equal(got.cpu(), x * mask)
+    assert int_product.dtype == torch.float64 and torch.equal(int_product.cpu(), a.double() * 2.5)
 
 
 def test_a_stub_called_by_host_code_runs_after_the_queued_work(baseline_memory):

@@ -197,18 +197,27 @@ bool runs_as_is(const Impl& op) {
 
 // A queued kernel runs the op's meta() again when it runs, which reads the
 // default dtype then, not at the call: an iterator that promotes integer
-// inputs to a float (int / int, int * 2.5) computes in the default float
-// dtype, and `with set_default_dtype(torch.double)` may have ended by then.
-// Such a kernel waits, so that it runs under the call's default dtype.
+// inputs to a float that no input tensor has (int / int, int * 2.5: a Python
+// number is a wrapped number) computes in the default float dtype, and
+// `with set_default_dtype(torch.double)` may have ended by then. Such a kernel
+// waits, so that it runs under the call's default dtype. (float * bool, as in
+// dropout, takes its dtype from the float tensor: it is queued.)
 template <typename Impl>
 bool promotes_integers_to_float(const Impl& op) {
   if constexpr (std::is_base_of_v<at::TensorIteratorBase, Impl>) {
     const std::optional<at::ScalarType> common = op.maybe_common_dtype();
-    if (common.has_value() && (at::isFloatingType(*common) || at::isComplexType(*common))) {
-      for (int i = op.noutputs(); i < op.ntensors(); ++i) {
-        if (at::isIntegralType(op.dtype(i), /*includeBool=*/true)) return true;
+    if (!common.has_value() || !(at::isFloatingType(*common) || at::isComplexType(*common))) {
+      return false;
+    }
+    bool integral = false;
+    for (int i = op.noutputs(); i < op.ntensors(); ++i) {
+      if (at::isIntegralType(op.dtype(i), /*includeBool=*/true)) {
+        integral = true;
+      } else if (!op.tensor_base(i).unsafeGetTensorImpl()->is_wrapped_number()) {
+        return false; // a floating input tensor decides the dtype
       }
     }
+    return integral;
   }
   return false;
 }
