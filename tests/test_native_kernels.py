@@ -323,10 +323,19 @@ def test_arange_is_queued_with_cpus_checks(baseline_memory):
         assert torch.equal(actual.cpu(), expected)
     out = torch.empty(10, device="emu")[::2]  # not contiguous, the right length
     assert torch.equal(torch.arange(5, out=out).cpu(), torch.arange(5.0))
+    x = torch.zeros(2, 3, device="emu")  # a 2-d view of the right length keeps its shape
+    torch.arange(0, 4, out=x.narrow(1, 1, 2))
+    assert torch.equal(x.cpu(), torch.tensor([[0.0, 0.0, 1.0], [0.0, 2.0, 3.0]]))
+    line = torch.zeros(1, 49, device="emu")  # rounding gives 50 elements: CPU's warning, then resized
+    with pytest.warns(UserWarning, match="The out tensor will be resized"):
+        torch.arange(-1, 1, 2.0 / 49, out=line)
+    assert line.shape == (50,) and torch.equal(line.cpu(), torch.arange(-1, 1, 2.0 / 49))
     for args, message in [((0, 1, 0), "step must be nonzero"), ((0, float("inf")), "unsupported range"),
                           ((5, 0, 1), "upper bound and lower bound inconsistent with step sign")]:
         with pytest.raises(RuntimeError, match=message):
             torch.arange(*args, device="emu")
+    with pytest.raises(RuntimeError, match="\"arange_cpu\" not implemented for 'Bool'"):
+        torch.arange(3, out=torch.empty(0, dtype=torch.bool, device="emu"))
 
 
 @pytest.mark.parametrize("device", ["emu", "emu:1"])

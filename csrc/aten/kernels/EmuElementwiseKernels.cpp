@@ -2,9 +2,10 @@
 // activations (forward and backward). Chosen by profiling the benchmark
 // models (benchmarks/bench_ops.py --profile): these run on every tensor of
 // every training step. See EmuKernel.h for how a kernel is made.
+#include <ATen/Dispatch.h>
+#include <ATen/native/RangeUtils.h>
 #include <ATen/ops/abs_native.h>
 #include <ATen/ops/add_native.h>
-#include <ATen/ops/arange.h>
 #include <ATen/ops/arange_native.h>
 #include <ATen/ops/addcdiv_native.h>
 #include <ATen/ops/addcmul_native.h>
@@ -146,17 +147,25 @@ void fill_queued(at::TensorIterator& iter, const c10::Scalar& value) {
 namespace {
 
 // LITERALINCLUDE START: ARANGE
-// arange(start, end, step, out=) (torch.arange, position ids): CPU's code on a
-// meta tensor of out's dtype makes CPU's checks and works out the length, at
-// the call; out takes that length here, and a queued kernel fills it with
+// arange(start, end, step, out=) (torch.arange, position ids): the host makes
+// CPU's checks, works out the length with CPU's formula and resizes out as
+// CPU's arange_out does, warning as it does; a queued kernel fills out with
 // CPU's code, which then finds it the right size.
 at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step, at::Tensor& out) {
   const c10::DeviceIndex device = kernel::common_device(out);
-  at::Tensor length = at::empty({0}, out.options().device(c10::kMeta));
-  at::arange_out(length, start, end, step);
+  int64_t length = 0;
+  AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, out.scalar_type(), "arange_cpu", [&] {
+    length = at::native::compute_arange_size<scalar_t>(start, end, step);
+  });
   const c10::DeviceGuard guard(out.device());
-  if (out.numel() != length.numel()) {
-    out.resize_(length.sizes());
+  if (out.numel() != length) {
+    if (out.numel() > 0) {
+      TORCH_WARN("The number of elements in the out tensor of shape ", out.sizes(), " is ", out.numel(),
+                 " which does not match the computed number of elements ", length,
+                 ". Note that this may occur as a result of rounding error. "
+                 "The out tensor will be resized to a tensor of shape (", length, ",).");
+    }
+    out.resize_({length});
   }
   kernel::queue_on(
       device, [&] { at::native::arange_out(start, end, step, out); },
