@@ -104,10 +104,12 @@ def test_host_indices_work_but_a_host_tensor_is_not_indexed_on_emu():
     x = torch.arange(12.0).view(3, 4)
     index = torch.tensor([0, 2, 1])
     assert torch.equal(x.to("emu")[index].cpu(), x[index])  # CPU indices, as on CUDA
-    with pytest.raises(IndexError, match=r"indices should be either on cpu or on the same device as the indexed "
-                                         r"tensor \(cpu\)"):
+    with pytest.raises(RuntimeError, match=r"indices should be either on cpu or on the same device as the indexed "
+                                           r"tensor \(cpu\)"):
         x[index.to("emu")]
-    with pytest.raises(IndexError, match="indices should be either on cpu"):
+    with pytest.raises(RuntimeError, match=r"indices should be either on cpu .* \(cpu\)"):
+        x[index.cpu(), index.to("emu")]  # mixed host and emu indices (as PyTorch's test)
+    with pytest.raises(RuntimeError, match="indices should be either on cpu"):
         x.index_put_((index.to("emu"),), torch.zeros(4, device="emu"))
     # Values to put must be on the device, unless a 0-dim scalar.
     y = x.to("emu")

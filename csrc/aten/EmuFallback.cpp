@@ -34,15 +34,16 @@ bool is_optional_generator(const c10::Argument& arg) {
 // Ops that, like CUDA's, take host index tensors (their `indices` argument)
 // beside device tensors. The tensor indexed must be on the device: a host
 // tensor indexed by emu indices reaches emu only because its indices are
-// there, and CUDA refuses it with this IndexError.
+// there, and CUDA's index refuses it with this RuntimeError (the check of its
+// meta function, which PyTorch's test_advancedindex_mixed_devices_error expects).
 bool takes_host_indices(const c10::OperatorName& name) {
   return name.name == "aten::index" || name.name == "aten::index_put_" ||
       name.name == "aten::index_put" || name.name == "aten::_index_put_impl_";
 }
 
 void check_indexed_on_device(const at::Tensor& self) {
-  TORCH_CHECK_INDEX(is_emu(self), "indices should be either on ", c10::DeviceType::CPU,
-                    " or on the same device as the indexed tensor (", self.device(), ")");
+  TORCH_CHECK(is_emu(self), "indices should be either on ", c10::DeviceType::CPU,
+              " or on the same device as the indexed tensor (", self.device(), ")");
 }
 // LITERALINCLUDE END: FALLBACK_HOST_INDICES
 
