@@ -364,11 +364,23 @@ def test_launch_blocking_reports_errors_where_the_op_is_called():
 ])
 def test_launch_flags_take_every_boolean_spelling(blocking, queued, mode):
     if mode == "default":  # adaptive with two cores or more; auto when the runtime in Python asks for it
-        mode = "auto" if torch_emu.runtime.active() == "python" or os.cpu_count() == 1 else "adaptive"
+        mode = "auto" if torch_emu.runtime.active() == "python" or len(os.sched_getaffinity(0)) == 1 else "adaptive"
     result = run_after_import("import torch_emu; print(torch_emu._C._launch_mode())",
                         TORCH_EMU_LAUNCH_BLOCKING=blocking, TORCH_EMU_LAUNCH_QUEUED=queued)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == mode
+
+
+def test_the_default_counts_the_cores_the_process_may_use():
+    # taskset -c 0 on a machine of more cores leaves no core for a stream's
+    # worker: the default is then auto, as on one core.
+    result = run_after_import("""
+        import os, torch, torch_emu
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+        print(torch_emu._C._launch_mode())
+    """, TORCH_EMU_LAUNCH_BLOCKING="", TORCH_EMU_LAUNCH_QUEUED="")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "auto"
 
 
 @pytest.mark.parametrize("variable", ["TORCH_EMU_LAUNCH_BLOCKING", "TORCH_EMU_LAUNCH_QUEUED"])

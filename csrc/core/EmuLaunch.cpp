@@ -317,7 +317,7 @@ LaunchMode launch_mode() {
       return *queued ? LaunchMode::kQueued : LaunchMode::kAuto;
     }
     // Queued kernels overlap with the host only on a core it leaves free.
-    const bool spare_cores = std::thread::hardware_concurrency() > 1;
+    const bool spare_cores = usable_cores() > 1;
     return spare_cores && !g_prefer_auto.load() ? LaunchMode::kAdaptive : LaunchMode::kAuto;
   }();
   return mode;

@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/emu_runtime_env.h"
 #include "runtime/streams_internal.h"
 
 namespace emu {
@@ -23,9 +24,10 @@ void move_bytes(void* dst, const void* src, size_t n) {
   const auto d = reinterpret_cast<uintptr_t>(dst);
   const auto s = reinterpret_cast<uintptr_t>(src);
   const bool disjoint = d + n <= s || s + n <= d;
-  // Read once: each call reads the kernel's file of online cores, a
-  // microsecond, which a 4-byte copy (.item()) paid every time.
-  static const size_t threads = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), 8);
+  // Read once (usable_cores): each call of hardware_concurrency reads the
+  // kernel's file of online cores, a microsecond, which a 4-byte copy
+  // (.item()) paid every time.
+  static const size_t threads = std::min<size_t>(torch_emu::usable_cores(), 8);
   if (n < kParallelFrom || !disjoint || threads == 1) {
     std::memmove(dst, src, n);
     return;

@@ -1,13 +1,19 @@
-// Boolean environment variables, read one way by every C++ reader (the Python
-// twin is torch_emu/runtime/config.py env_flag). Standard C++ only: it belongs
-// to the runtime, which is built without torch, and the layers above share it.
+// What the runtime and the layers above read of the process's environment:
+// boolean environment variables, read one way by every C++ reader (the Python
+// twin is torch_emu/runtime/config.py env_flag), and the cores it may use.
+// Standard C++ and POSIX only: it belongs to the runtime, which is built
+// without torch, and the layers above share it.
 #pragma once
 
+#include <sched.h>
+
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 namespace torch_emu {
 
@@ -37,6 +43,23 @@ inline std::optional<bool> env_bool(const char* name) {
   const std::optional<bool> value = env_bool(name, &error);
   if (!error.empty()) throw std::runtime_error(error);
   return value;
+}
+
+// The cores this process may run on, read once: its CPU affinity, which
+// `taskset -c 0` or a container's cpuset makes smaller than the machine
+// (std::thread::hardware_concurrency counts the machine's). Spinning, a
+// stream worker beside the host thread and parallel copies pay only with
+// more than one.
+inline unsigned usable_cores() {
+  static const unsigned cores = [] {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0) {
+      return static_cast<unsigned>(CPU_COUNT(&set));
+    }
+    return std::max(1u, std::thread::hardware_concurrency());
+  }();
+  return cores;
 }
 
 } // namespace torch_emu

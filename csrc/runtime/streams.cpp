@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/emu_runtime_env.h"
 #include "runtime/streams_internal.h"
 
 namespace emu {
@@ -57,7 +58,7 @@ std::atomic<uint64_t> g_next_stream_id{1};
 // at once.
 template <typename Ready>
 bool spin_until(Ready&& ready) {
-  static const bool worth_spinning = std::thread::hardware_concurrency() > 1;
+  static const bool worth_spinning = torch_emu::usable_cores() > 1;
   if (!worth_spinning) return ready();
   constexpr auto kBudget = std::chrono::microseconds(50);
   const Clock::time_point until = Clock::now() + kBudget;
