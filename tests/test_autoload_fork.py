@@ -100,6 +100,27 @@ def test_forked_child_gets_a_clear_error():
     assert r.stdout.split() == ["0", "2.0"]
 
 
+def test_a_forked_child_seeds_generators_its_parent_drew_from():
+    # DataLoader workers seed in the child; the parent's queued draws are not
+    # the child's to wait for (CUDA's generators seed there too).
+    r = run_after_import(
+        """
+        import os, torch
+        g = torch.Generator("emu").manual_seed(3)
+        x = torch.rand(512, 512, device="emu", generator=g)  # queued in the default mode
+        pid = os.fork()
+        if pid == 0:
+            torch.manual_seed(0)
+            g.manual_seed(1)
+            os._exit(0 if g.initial_seed() == 1 else 1)
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status), g.initial_seed())
+        """
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["0", "3"]
+
+
 def test_fork_before_first_use_is_fine():
     r = run_after_import(
         """

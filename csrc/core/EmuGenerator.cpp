@@ -1,8 +1,10 @@
 #include "core/EmuGenerator.h"
 
 #include <c10/util/CallOnce.h>
+#include <pthread.h>
 
 #include <array>
+#include <atomic>
 #include <mutex>
 
 #include "core/EmuStream.h"
@@ -68,12 +70,25 @@ EmuGeneratorImpl* EmuGeneratorImpl::clone_impl() const {
   return copy;
 }
 
+namespace {
+// A forked child has none of its parent's device work to wait for (its
+// runtime refuses every call, as a driver's context does not survive fork),
+// and seeding a generator there must work, as on CUDA: draws launched before
+// a fork are forgotten after it.
+std::atomic<uint64_t> g_forks{0};
+const bool g_forks_counted = [] {
+  pthread_atfork(nullptr, nullptr, [] { g_forks.fetch_add(1, std::memory_order_relaxed); });
+  return true;
+}();
+} // namespace
+
 // LITERALINCLUDE START: GENERATOR_DRAWS
 void EmuGeneratorImpl::draw_on(const c10::Stream& stream) {
-  std::optional<c10::Stream> before;
+  const std::optional<c10::Stream> before = drawing_stream();
   {
     std::lock_guard<std::mutex> lock(draws_mutex_);
-    before = std::exchange(drawing_on_, stream);
+    drawing_on_ = stream;
+    drawing_fork_ = g_forks.load(std::memory_order_relaxed);
   }
   if (before.has_value() && *before != stream && !before->query()) {
     before->synchronize();
@@ -81,14 +96,15 @@ void EmuGeneratorImpl::draw_on(const c10::Stream& stream) {
 }
 
 void EmuGeneratorImpl::wait_for_draws() const {
-  std::optional<c10::Stream> drawing;
-  {
-    std::lock_guard<std::mutex> lock(draws_mutex_);
-    drawing = drawing_on_;
-  }
+  const std::optional<c10::Stream> drawing = drawing_stream();
   if (drawing.has_value() && !drawing->query()) {
     drawing->synchronize();
   }
+}
+
+std::optional<c10::Stream> EmuGeneratorImpl::drawing_stream() const {
+  std::lock_guard<std::mutex> lock(draws_mutex_);
+  return drawing_fork_ == g_forks.load(std::memory_order_relaxed) ? drawing_on_ : std::nullopt;
 }
 // LITERALINCLUDE END: GENERATOR_DRAWS
 

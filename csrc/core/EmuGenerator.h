@@ -47,8 +47,13 @@ class EmuGeneratorImpl final : public c10::GeneratorImpl {
  private:
   EmuGeneratorImpl* clone_impl() const override;
   mutable at::Generator cpu_; // const accessors still lock its mutex
+  // The stream of the last kernel launched that draws, if launched in this
+  // process (not before a fork: see EmuGenerator.cpp).
+  std::optional<c10::Stream> drawing_stream() const;
+
   mutable std::mutex draws_mutex_;
   std::optional<c10::Stream> drawing_on_; // where the last kernel that draws was launched
+  uint64_t drawing_fork_ = 0;             // ...and in which process (fork count)
 };
 // LITERALINCLUDE END: GENERATOR_IMPL
 
