@@ -75,6 +75,7 @@ def small_ops(n: int) -> dict:
         "transpose, contiguous": make(lambda a: a.t().contiguous(), sq),
         "zero_": make(lambda a: a.zero_(), sq),
         "index_select": indexed(lambda x, i: x.index_select(0, i)),
+        "x[i], integer indices": indexed(lambda x, i: x[i]),
         "embedding": indexed(lambda x, i: F.embedding(i, x)),
         "gather": indexed(lambda x, i: x.gather(0, i[:, None].expand(n, n))),
         "randn": lambda device: lambda: torch.randn(n, n, device=device),
