@@ -97,7 +97,7 @@ bool indexes_with_integers(const at::Tensor& self, const c10::List<std::optional
       continue;
     }
     const bool integer = index->scalar_type() == at::kLong || index->scalar_type() == at::kInt;
-    // On another emu device: meta() refuses them with CUDA's IndexError.
+    // On another emu device: meta() refuses them with CUDA's RuntimeError.
     const bool host_or_emu = index->device().is_cpu() || index->is_privateuseone();
     if (!integer || !host_or_emu || index->layout() != at::kStrided) {
       return false;
