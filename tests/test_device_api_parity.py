@@ -85,6 +85,7 @@ def test_peer_copy_between_devices_that_can_access_each_other(baseline_memory):
 
 
 def test_default_generators_are_the_devices_default_generators():
+    torch.emu.init()  # filled when emu starts, as torch.cuda's (run alone, nothing started it yet)
     gens = torch.emu.default_generators
     assert isinstance(gens, tuple) and len(gens) == torch.emu.device_count()
     assert [g.device for g in gens] == [torch.device("emu", i) for i in range(len(gens))]
@@ -173,6 +174,19 @@ def test_external_stream_over_a_pool_stream_and_get_stream_from_external(baselin
         z = torch.ones(8, device="emu:0") * 3
     s.synchronize()  # the same runtime stream
     assert torch.equal(z.cpu(), torch.full((8,), 3.0))
+
+
+def test_a_generator_seeds_after_the_external_stream_it_drew_on_is_gone(baseline_memory):
+    # Its owner destroyed it, which waited for its work: nothing left to wait for.
+    handle = create_raw_stream(1)
+    g = torch.Generator("emu:1").manual_seed(2)
+    with torch.emu.stream(torch.emu.ExternalStream(handle)):
+        x = torch.randn(300, 300, device="emu:1", generator=g)
+    runtime.emuStreamDestroy(handle)
+    g.manual_seed(3)
+    assert torch.equal(torch.randn(5, device="emu:1", generator=g).cpu(),
+                       torch.randn(5, generator=torch.Generator().manual_seed(3)))
+    assert torch.equal(x.cpu(), torch.randn(300, 300, generator=torch.Generator().manual_seed(2)))
 
 
 @pytest.mark.launch_mode

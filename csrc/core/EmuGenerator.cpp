@@ -103,8 +103,15 @@ void EmuGeneratorImpl::wait_for_draws() const {
 }
 
 std::optional<c10::Stream> EmuGeneratorImpl::drawing_stream() const {
-  std::lock_guard<std::mutex> lock(draws_mutex_);
-  return drawing_fork_ == g_forks.load(std::memory_order_relaxed) ? drawing_on_ : std::nullopt;
+  std::optional<c10::Stream> drawing;
+  {
+    std::lock_guard<std::mutex> lock(draws_mutex_);
+    if (drawing_fork_ == g_forks.load(std::memory_order_relaxed)) {
+      drawing = drawing_on_;
+    }
+  }
+  // An external stream destroyed since has finished its work.
+  return drawing.has_value() && stream_exists(*drawing) ? drawing : std::nullopt;
 }
 // LITERALINCLUDE END: GENERATOR_DRAWS
 

@@ -48,7 +48,7 @@ class EmuGeneratorImpl final : public c10::GeneratorImpl {
   EmuGeneratorImpl* clone_impl() const override;
   mutable at::Generator cpu_; // const accessors still lock its mutex
   // The stream of the last kernel launched that draws, if launched in this
-  // process (not before a fork: see EmuGenerator.cpp).
+  // process (not before a fork: see EmuGenerator.cpp) and still there.
   std::optional<c10::Stream> drawing_stream() const;
 
   mutable std::mutex draws_mutex_;

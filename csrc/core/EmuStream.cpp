@@ -128,6 +128,14 @@ bool device_initialized(c10::DeviceIndex index) {
   return index >= 0 && index < kMaxDevices && stream_table()[index].created.test_once();
 }
 
+bool stream_exists(const c10::Stream& stream) {
+  if (stream.id() < kStreamsPerDevice) {
+    return true;
+  }
+  int owner = -1;
+  return emuStreamGetDevice(reinterpret_cast<emuStream_t>(static_cast<intptr_t>(stream.id())), &owner) == emuSuccess;
+}
+
 emuStream_t native_stream(const c10::Stream& stream) {
   TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1,
               "expected an emu stream, got a stream of ", stream.device());

@@ -46,5 +46,8 @@ int stream_priority(const c10::Stream& stream);
 // handle, as for CUDA's external streams). Throws if `handle` is not a live
 // stream, or (device >= 0) if it lives on another device.
 c10::Stream stream_from_external(emuStream_t handle, c10::DeviceIndex device);
+// Whether `stream` still exists: a pool stream always does, an external one
+// until its owner destroys it (which waits for its work first).
+bool stream_exists(const c10::Stream& stream);
 
 } // namespace torch_emu
