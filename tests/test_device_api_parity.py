@@ -176,6 +176,7 @@ def test_external_stream_over_a_pool_stream_and_get_stream_from_external(baselin
     assert torch.equal(z.cpu(), torch.full((8,), 3.0))
 
 
+@pytest.mark.launch_mode
 def test_a_generator_seeds_after_the_external_stream_it_drew_on_is_gone(baseline_memory):
     # Its owner destroyed it, which waited for its work: nothing left to wait for.
     handle = create_raw_stream(1)
