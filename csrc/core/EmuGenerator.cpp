@@ -84,34 +84,36 @@ const bool g_forks_counted = [] {
 
 // LITERALINCLUDE START: GENERATOR_DRAWS
 void EmuGeneratorImpl::draw_on(const c10::Stream& stream) {
-  const std::optional<c10::Stream> before = drawing_stream();
+  std::optional<c10::Stream> before;
   {
     std::lock_guard<std::mutex> lock(draws_mutex_);
+    before = drawing_stream_locked();
     drawing_on_ = stream;
     drawing_fork_ = g_forks.load(std::memory_order_relaxed);
   }
-  if (before.has_value() && *before != stream && !before->query()) {
-    before->synchronize();
+  if (before != stream) {
+    wait_for(before);
   }
 }
 
 void EmuGeneratorImpl::wait_for_draws() const {
-  const std::optional<c10::Stream> drawing = drawing_stream();
-  if (drawing.has_value() && !drawing->query()) {
-    drawing->synchronize();
-  }
-}
-
-std::optional<c10::Stream> EmuGeneratorImpl::drawing_stream() const {
   std::optional<c10::Stream> drawing;
   {
     std::lock_guard<std::mutex> lock(draws_mutex_);
-    if (drawing_fork_ == g_forks.load(std::memory_order_relaxed)) {
-      drawing = drawing_on_;
-    }
+    drawing = drawing_stream_locked();
   }
-  // An external stream destroyed since has finished its work.
-  return drawing.has_value() && stream_exists(*drawing) ? drawing : std::nullopt;
+  wait_for(drawing);
+}
+
+std::optional<c10::Stream> EmuGeneratorImpl::drawing_stream_locked() const {
+  return drawing_fork_ == g_forks.load(std::memory_order_relaxed) ? drawing_on_ : std::nullopt;
+}
+
+// An external stream destroyed since has finished its work.
+void EmuGeneratorImpl::wait_for(const std::optional<c10::Stream>& stream) {
+  if (stream.has_value() && stream_exists(*stream) && !stream->query()) {
+    stream->synchronize();
+  }
 }
 // LITERALINCLUDE END: GENERATOR_DRAWS
 

@@ -48,8 +48,10 @@ class EmuGeneratorImpl final : public c10::GeneratorImpl {
   EmuGeneratorImpl* clone_impl() const override;
   mutable at::Generator cpu_; // const accessors still lock its mutex
   // The stream of the last kernel launched that draws, if launched in this
-  // process (not before a fork: see EmuGenerator.cpp) and still there.
-  std::optional<c10::Stream> drawing_stream() const;
+  // process (not before a fork: see EmuGenerator.cpp); draws_mutex_ held.
+  std::optional<c10::Stream> drawing_stream_locked() const;
+  // Waits for the work of `stream`, if any and if it still exists.
+  static void wait_for(const std::optional<c10::Stream>& stream);
 
   mutable std::mutex draws_mutex_;
   std::optional<c10::Stream> drawing_on_; // where the last kernel that draws was launched

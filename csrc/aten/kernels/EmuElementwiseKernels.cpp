@@ -146,7 +146,6 @@ void fill_queued(at::TensorIterator& iter, const c10::Scalar& value) {
 
 namespace {
 
-// LITERALINCLUDE START: ARANGE
 // arange(start, end, step, out=) (torch.arange, position ids): the host makes
 // CPU's checks, works out the length with CPU's formula and resizes out as
 // CPU's arange_out does, warning as it does; a queued kernel fills out with
@@ -175,7 +174,6 @@ at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at:
       "arange", out.nbytes());
   return out;
 }
-// LITERALINCLUDE END: ARANGE
 
 // LITERALINCLUDE START: ELEMENTWISE_REGISTER
 // Registers the functional and in-place forms of a structured op.

@@ -19,18 +19,18 @@ template <typename R, typename... Args, R (*fn)(Args...)>
 struct OnDevice<fn> {
   static R call(Args... args) {
     const c10::DeviceIndex device = common_device(args...);
-    if constexpr (std::is_void_v<R>) {
-      queue_on(
-          device, [&] { fn(kernel_arg(std::forward<Args>(args), device)...); },
-          [&] { return replay(device, args...); }, kernel_name<fn>(), tensor_bytes(args...));
-    } else if constexpr (draws_random_numbers<Args...>) {
-      // An in-place fill (normal_, random_...): it returns its first argument.
-      static_assert(std::is_same_v<R, at::Tensor&> && std::is_same_v<std::tuple_element_t<0, std::tuple<Args...>>, at::Tensor&>);
+    // A void function fills tensors it is given; a random fill (normal_,
+    // random_...) fills its first argument and returns it: both are queued.
+    if constexpr (std::is_void_v<R> || draws_random_numbers<Args...>) {
       order_draws(device, args...);
       queue_on(
           device, [&] { fn(kernel_arg(std::forward<Args>(args), device)...); },
           [&] { return replay(device, args...); }, kernel_name<fn>(), tensor_bytes(args...));
-      return std::get<0>(std::forward_as_tuple(args...));
+      if constexpr (!std::is_void_v<R>) {
+        static_assert(std::is_same_v<R, at::Tensor&> &&
+                      std::is_same_v<std::tuple_element_t<0, std::tuple<Args...>>, at::Tensor&>);
+        return std::get<0>(std::forward_as_tuple(args...));
+      }
     } else {
       return run_on(
           device, [&]() -> R { return fn(kernel_arg(std::forward<Args>(args), device)...); },
