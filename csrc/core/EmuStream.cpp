@@ -65,11 +65,15 @@ c10::Stream make_stream(c10::DeviceIndex device, c10::StreamId id) {
   return c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, device), id);
 }
 
-// An external stream's id is its handle. It is validated on every use (a
-// registry lookup, off the hot path of the pool streams): PyTorch may hand
-// back any id a user built a torch.Stream from.
+// An external stream's id is its handle.
+emuStream_t handle_of(c10::StreamId id) {
+  return reinterpret_cast<emuStream_t>(static_cast<intptr_t>(id));
+}
+
+// It is validated on every use (a registry lookup, off the hot path of the
+// pool streams): PyTorch may hand back any id a user built a torch.Stream from.
 emuStream_t external_handle(c10::StreamId id, c10::DeviceIndex device) {
-  auto handle = reinterpret_cast<emuStream_t>(static_cast<intptr_t>(id));
+  const emuStream_t handle = handle_of(id);
   int owner = -1;
   TORCH_CHECK(emuStreamGetDevice(handle, &owner) == emuSuccess, "invalid emu stream id ", id,
               ": neither a pool stream nor a live external stream");
@@ -133,7 +137,7 @@ bool stream_exists(const c10::Stream& stream) {
     return true;
   }
   int owner = -1;
-  return emuStreamGetDevice(reinterpret_cast<emuStream_t>(static_cast<intptr_t>(stream.id())), &owner) == emuSuccess;
+  return emuStreamGetDevice(handle_of(stream.id()), &owner) == emuSuccess;
 }
 
 emuStream_t native_stream(const c10::Stream& stream) {
@@ -149,7 +153,7 @@ emuStream_t native_stream(const c10::Stream& stream) {
 
 emuStream_t reported_stream(const c10::Stream& stream) {
   if (stream.id() >= kStreamsPerDevice) {
-    return reinterpret_cast<emuStream_t>(static_cast<intptr_t>(stream.id()));
+    return handle_of(stream.id());
   }
   return native_stream(stream);
 }
