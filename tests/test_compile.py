@@ -154,6 +154,21 @@ def test_cnn_forward_backward(baseline_memory):
     check_train_step(cnn, torch.randn(4, 3, 8, 8))
 
 
+def test_cnn_inference(baseline_memory):
+    """Inference compiles with Inductor's layout optimisation (channels-last
+    weights), whose convolutions must have the fake convolution's strides."""
+    torch.manual_seed(0)
+    cnn = nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10),
+    ).eval()
+    x = torch.randn(4, 3, 16, 16)
+    compiled = torch.compile(to(cnn, "emu"))
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x.emu()).cpu(), cnn(x), **TOL)
+    del compiled
+
+
 def test_transformer_block_forward_backward(baseline_memory):
     torch.manual_seed(0)
     block = nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64, dropout=0.0,

@@ -251,6 +251,34 @@ def test_convolutions_forward_and_backward_match_cpu(make, baseline_memory):
     del conv_emu, x_emu, out
 
 
+@pytest.mark.parametrize("formats", [("contiguous", "channels_last"), ("channels_last", "contiguous"),
+                                     ("channels_last", "channels_last")], ids=["weight_cl", "input_cl", "both_cl"])
+def test_convolution_strides_are_those_of_the_fake_convolution(formats, baseline_memory):
+    """torch.compile asserts that every real result has the strides of its
+    fake one; for an out-of-tree device the fake convolution answers
+    contiguous results (the "overrideable" backend), where CPU's kernel
+    answers channels last."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    fmt = {"contiguous": torch.contiguous_format, "channels_last": torch.channels_last}
+    x = torch.randn(2, 3, 8, 8).to(memory_format=fmt[formats[0]])
+    w = torch.randn(16, 3, 3, 3).to(memory_format=fmt[formats[1]])
+    xe, we = x.emu().requires_grad_(), w.emu().requires_grad_()
+    out = torch.nn.functional.conv2d(xe, we, padding=1)
+    grads = torch.ops.aten.convolution_backward(out, xe, we, [16], [1, 1], [1, 1], [1, 1], False, [0, 0], 1,
+                                                [True, True, False])
+    mode = FakeTensorMode()
+    fx, fw = mode.from_tensor(xe), mode.from_tensor(we)
+    with mode:
+        fake_out = torch.nn.functional.conv2d(fx, fw, padding=1)
+        fake_grads = torch.ops.aten.convolution_backward(fake_out, fx, fw, [16], [1, 1], [1, 1], [1, 1], False,
+                                                         [0, 0], 1, [True, True, False])
+    assert out.stride() == fake_out.stride()
+    assert [g.stride() for g in grads[:2]] == [g.stride() for g in fake_grads[:2]]
+    torch.testing.assert_close(out.detach().cpu(), torch.nn.functional.conv2d(x, w, padding=1))
+    del xe, we, out, grads
+
+
 def test_conjugate_and_negative_views_copy_without_recursion():
     y = torch.randn(3, dtype=torch.cfloat)
     e = emu(y)

@@ -2,6 +2,7 @@
 // an out-of-tree device, calls the two "overrideable" operators, which have
 // no CPU kernel for the fallback to run. These kernels run CPU's convolution
 // (and its backward) on device memory, through the one launch path.
+#include <ATen/native/ConvUtils.h>
 #include <ATen/ops/convolution.h>
 #include <ATen/ops/convolution_backward.h>
 #include <c10/core/DeviceGuard.h>
@@ -17,6 +18,19 @@ namespace torch_emu {
 namespace {
 
 // LITERALINCLUDE START: OP_CONVOLUTION
+// The memory format of the results. CPU's kernel answers channels last when
+// the input or the weight is; PyTorch's fake convolution, which torch.compile
+// trusts (it asserts the strides of every real result), answers for an
+// out-of-tree device what the "overrideable" backend answers: contiguous. The
+// fake's own function decides here too, so eager and compiled code agree.
+at::MemoryFormat result_format(const at::Tensor& input, const at::Tensor& weight) {
+  return at::native::_determine_backend_memory_format(input, weight, at::native::ConvBackend::Overrideable);
+}
+
+at::Tensor in_format(const at::Tensor& t, at::MemoryFormat format) {
+  return t.defined() ? t.contiguous(format) : t;
+}
+
 at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& weight,
                                     const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
                                     at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
@@ -27,8 +41,9 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
   const std::optional<at::Tensor> b = aliases.alias(bias);
   // By value: a graph replays it (EmuGraph.h), the emu storages kept alive.
   auto run = [x, w, b, stride = stride.vec(), padding = padding.vec(), dilation = dilation.vec(), transposed,
-              output_padding = output_padding.vec(), groups] {
-    return at::convolution(x, w, b, stride, padding, dilation, transposed, output_padding, groups);
+              output_padding = output_padding.vec(), groups, format = result_format(input, weight)] {
+    return in_format(at::convolution(x, w, b, stride, padding, dilation, transposed, output_padding, groups),
+                     format);
   };
   at::Tensor out;
   launch_kernel(
@@ -46,9 +61,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
   const at::Tensor go = aliases.alias(grad_output), x = aliases.alias(input), w = aliases.alias(weight);
   const int64_t out_channels = transposed ? weight.size(1) * groups : weight.size(0);
   auto run = [go, x, w, out_channels, stride = stride.vec(), padding = padding.vec(), dilation = dilation.vec(),
-              transposed, output_padding = output_padding.vec(), groups, output_mask] {
-    return at::convolution_backward(go, x, w, std::vector<int64_t>{out_channels}, stride, padding, dilation,
-                                    transposed, output_padding, groups, output_mask);
+              transposed, output_padding = output_padding.vec(), groups, output_mask,
+              format = result_format(input, weight)] {
+    auto [grad_input, grad_weight, grad_bias] =
+        at::convolution_backward(go, x, w, std::vector<int64_t>{out_channels}, stride, padding, dilation,
+                                 transposed, output_padding, groups, output_mask);
+    return std::make_tuple(in_format(grad_input, format), in_format(grad_weight, format), grad_bias);
   };
   std::tuple<at::Tensor, at::Tensor, at::Tensor> grads;
   launch_kernel(
