@@ -10,6 +10,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -396,3 +397,36 @@ def test_a_bad_launch_flag_fails_every_use_naming_it(variable):
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
         f"RuntimeError {variable}='maybe' is not a boolean: expected 1/0, true/false, yes/no or on/off"] * 2
+
+
+# LITERALINCLUDE START: TEST_HOST_TEAM
+@pytest.mark.launch_mode
+@native_runtime_only  # a host thread that waits runs the stream's work itself
+@pytest.mark.skipif(torch.get_num_threads() < 2, reason="needs an OpenMP team of two threads or more")
+def test_small_kernels_on_the_host_thread_run_without_its_team(baseline_memory):
+    """A kernel the host thread runs uses its OpenMP team only from 512 KiB:
+    after a team's work its threads spin, on the core the stream's worker
+    needs. The worker's team is the cores the host leaves free."""
+    mode = torch_emu._C._launch_mode()
+    if mode == "blocking":
+        pytest.skip("blocking launch mode: launches do not say what their kernel reads")
+    team, small, large = torch.get_num_threads(), 1 << 10, 1 << 20
+    out = torch.zeros(1, dtype=torch.int32, device="emu")
+    torch.emu.synchronize()
+
+    def threads(nbytes, behind_sleep, host_waits):
+        if behind_sleep:
+            sleep_ms(50)  # the kernel is queued behind it
+        torch_emu._C._kernel_threads(out, nbytes)
+        if not host_waits:  # the worker runs it: query() waits for nothing
+            while not torch.emu.current_stream().query():
+                time.sleep(0.001)
+        return out.item()  # waits: the host thread runs what is still queued
+
+    if mode != "queued":
+        assert threads(small, behind_sleep=False, host_waits=True) == 1  # at once on the host
+    assert threads(small, behind_sleep=True, host_waits=True) == 1
+    assert threads(large, behind_sleep=True, host_waits=True) == team
+    assert threads(small, behind_sleep=True, host_waits=False) == max(1, team - 1)
+    assert torch.get_num_threads() == team  # the host thread's own setting is back
+# LITERALINCLUDE END: TEST_HOST_TEAM

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch._dynamo.testing import CompileCounterWithBackend
 from torch._inductor.utils import run_and_get_code
 
+import torch_emu
 from _after_import import run_after_import
 
 TOL = dict(rtol=1e-4, atol=1e-5)
@@ -338,8 +339,64 @@ def test_compiled_kernels_run_on_the_current_stream(baseline_memory):
     with torch.emu.stream(s):
         y = f(out)  # queued behind the matmuls on s; on any other stream it would run now
     thread.join()
+    torch.emu.current_stream().wait_stream(s)  # y is written on s, read on this stream
     torch.testing.assert_close(y.cpu(), expected, rtol=1e-4, atol=1e-3)
     del a, out, y
+
+
+# LITERALINCLUDE START: TEST_QUEUED_COMPILED_KERNEL
+@pytest.mark.launch_mode
+def test_generated_kernels_are_queued(baseline_memory):
+    """A generated kernel launches as a GPU kernel does: behind a busy stream
+    the call returns at once, and the kernel runs in stream order. Onto an
+    idle stream it runs at once whatever its size (but in the queued mode)."""
+    f = torch.compile(lambda x: (x * 2 + 1).relu())  # one generated kernel
+    x = torch.randn(1 << 16, device="emu")  # 512 KiB read and written: queued by the cost rule
+    f(x)
+    torch.emu.synchronize()
+    mode = torch_emu._C._launch_mode()
+    before = torch_emu._C._launch_counts()
+    f(x)
+    expected = {"queued": (1, 0, 0), "blocking": (0, 0, 1)}.get(mode, (0, 1, 0))
+    assert tuple(a - b for a, b in zip(torch_emu._C._launch_counts(), before)) == expected
+    torch.emu.synchronize()
+    clock_khz = torch.emu.get_device_properties().clock_rate or 1_000_000
+    torch.emu._sleep(100 * clock_khz)  # 100 ms of device work ahead of it
+    before = torch_emu._C._launch_counts()
+    y = f(x)
+    queued, at_once, waited = (a - b for a, b in zip(torch_emu._C._launch_counts(), before))
+    if mode == "blocking":
+        assert waited == 1 and torch.emu.current_stream().query()
+    else:
+        assert (queued, at_once, waited) == (1, 0, 0)
+        assert not torch.emu.current_stream().query()  # still behind the sleep
+    torch.testing.assert_close(y.cpu(), (x.cpu() * 2 + 1).relu())
+# LITERALINCLUDE END: TEST_QUEUED_COMPILED_KERNEL
+
+
+@pytest.mark.launch_mode
+def test_generated_kernels_replay_in_a_graph(baseline_memory):
+    f = torch.compile(lambda x, w: (x @ w).sin() * 2 + x)  # an extern mm, a generated kernel
+    x, w = torch.randn(8, 8, device="emu"), torch.randn(8, 8, device="emu")
+    f(x, w)  # compiled outside the capture
+    g = torch.emu.EmuGraph()
+    with torch.emu.graph(g):
+        out = f(x, w)
+    for _ in range(2):
+        new = torch.randn(8, 8)
+        x.copy_(new)
+        g.replay()
+        torch.testing.assert_close(out.cpu(), (new @ w.cpu()).sin() * 2 + new, **TOL)
+    del g, out
+
+
+def test_queued_entry_point_takes_words_only():
+    from torch_emu.compile.inductor import queued_entry
+
+    code = queued_entry(["const float*", "float*", "const int64_t"])
+    assert "reinterpret_cast<const float*>(args[0])" in code
+    assert "static_cast<int64_t>(static_cast<int64_t>(args[2]))" in code
+    assert queued_entry(["float*", "const float"]) == ""  # a float scalar keeps the Python entry
 
 
 def test_strict_mode_subprocess():

@@ -383,7 +383,9 @@ def test_torchao_quantize_(config_index):
     with torch.no_grad():
         y = m_emu(x.to("emu"))
         assert y.device.type == "emu"
-        assert torch.equal(y.cpu(), m_cpu(x))
+        # Close, not equal: a small kernel on emu runs with one thread, and MKL's
+        # matrix product of these shapes rounds differently with two.
+        torch.testing.assert_close(y.cpu(), m_cpu(x))
 
 
 def _pt2e(model, x):

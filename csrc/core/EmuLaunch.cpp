@@ -29,9 +29,22 @@ std::atomic<uint64_t> g_waited_launches{0};
 std::atomic<uint64_t> g_at_once_launches{0};
 
 // LITERALINCLUDE START: WORKER_TEAM
-// From torch's OpenMP runtime, which is loaded with libtorch_cpu (weak: a
-// build of torch without OpenMP has neither).
+// From torch's OpenMP runtime and MKL, which are loaded with libtorch_cpu
+// (weak: a build of torch without them has neither). MKL keeps a thread
+// count of its own, set for every thread by torch.set_num_threads; the
+// _Local form sets it for the calling thread (0: the global one again).
 extern "C" void omp_set_num_threads(int) __attribute__((weak));
+extern "C" int omp_get_max_threads() __attribute__((weak));
+extern "C" int MKL_Set_Num_Threads_Local(int) __attribute__((weak));
+
+// Sets the OpenMP team of this thread's parallel regions, and MKL's; returns
+// MKL's previous setting for this thread.
+int set_team(int threads) {
+  if (omp_set_num_threads != nullptr) {
+    omp_set_num_threads(threads);
+  }
+  return MKL_Set_Num_Threads_Local != nullptr ? MKL_Set_Num_Threads_Local(threads) : 0;
+}
 
 // A stream worker runs kernels while the host thread runs Python: its OpenMP
 // team gets the cores the host leaves free, at least one (on two cores, one
@@ -39,13 +52,56 @@ extern "C" void omp_set_num_threads(int) __attribute__((weak));
 // once: OpenMP's thread count is a per-thread setting.
 void size_worker_team() {
   thread_local const bool sized = [] {
-    if (omp_set_num_threads != nullptr) {
-      omp_set_num_threads(std::max(1, at::get_num_threads() - 1));
-    }
+    (void)set_team(std::max(1, at::get_num_threads() - 1));
     return true;
   }();
   (void)sized;
 }
+
+// Below this many bytes read and written a kernel is small: it runs faster at
+// once than queued (run_at_once below).
+constexpr size_t kSmallKernelBytes = 128 << 10;
+
+// Below this many a kernel the host thread runs (at once, or queued work of a
+// stream it waits for) runs alone, without the thread's OpenMP team. Once a
+// team's work is done, its threads spin for milliseconds before they sleep
+// (libgomp's default), on the core the stream worker needs; and CPU code
+// starts teams for little work (log_softmax, nll_loss's backward, MKL's
+// matrix products). A host thread that ran such kernels with its team left
+// the worker a fraction of a core: the demo's step took 1.2-1.5x CPU's,
+// 0.8-0.95x after. The line is measured (benchmarks/bench_async.py and the
+// demo, two cores): from 512 KiB a kernel gains more from the team than the
+// spinning costs (a transformer block's matrix products: 1.3x CPU's step
+// when they ran alone, 0.9x with the team); at 128 KiB the demo and the
+// Hugging Face models stayed at 1.1-1.2x, and at 2 MiB the transformer block
+// went to 1.4x.
+constexpr size_t kTeamKernelBytes = 512 << 10;
+
+class HostTeam {
+ public:
+  explicit HostTeam(size_t bytes) {
+    if (bytes < kTeamKernelBytes && omp_get_max_threads != nullptr && omp_get_max_threads() > 1) {
+      threads_ = omp_get_max_threads();
+      mkl_threads_ = set_team(1);
+    }
+  }
+  ~HostTeam() {
+    if (threads_ > 0) {
+      if (omp_set_num_threads != nullptr) {
+        omp_set_num_threads(threads_);
+      }
+      if (MKL_Set_Num_Threads_Local != nullptr) {
+        (void)MKL_Set_Num_Threads_Local(mkl_threads_);
+      }
+    }
+  }
+  HostTeam(const HostTeam&) = delete;
+  HostTeam& operator=(const HostTeam&) = delete;
+
+ private:
+  int threads_ = 0; // 0: unchanged
+  int mkl_threads_ = 0;
+};
 // LITERALINCLUDE END: WORKER_TEAM
 
 // LITERALINCLUDE START: LAUNCHER_STATE
@@ -60,10 +116,12 @@ struct LauncherState {
 };
 
 std::exception_ptr run_as_kernel_of(const c10::Stream& stream, const LauncherState& launcher,
-                                    c10::function_ref<void()> body) {
-  if (launcher.thread != std::this_thread::get_id()) {
+                                    c10::function_ref<void()> body, size_t bytes) {
+  const bool on_launcher = launcher.thread == std::this_thread::get_id();
+  if (!on_launcher) {
     size_worker_team();
   }
+  const HostTeam team(on_launcher ? bytes : kUnknownBytes);
   const c10::impl::ForceDispatchKeyGuard keys(launcher.keys);
   const c10::AutoGradMode grad_mode(launcher.grad_mode);
   return run_as_kernel(stream, launcher.thread, body);
@@ -86,10 +144,11 @@ struct KeptWarnings final : c10::WarningHandler {
 
 // Runs the kernel as run_as_kernel_of does, its warnings kept in `warnings`.
 std::exception_ptr run_keeping_warnings(const c10::Stream& stream, const LauncherState& launcher,
-                                        c10::function_ref<void()> body, std::vector<c10::Warning>& warnings) {
+                                        c10::function_ref<void()> body, size_t bytes,
+                                        std::vector<c10::Warning>& warnings) {
   KeptWarnings kept;
   const c10::WarningUtils::WarningHandlerGuard handler(&kept);
-  std::exception_ptr error = run_as_kernel_of(stream, launcher, body);
+  std::exception_ptr error = run_as_kernel_of(stream, launcher, body, bytes);
   warnings = std::move(kept.warnings);
   return error;
 }
@@ -130,6 +189,7 @@ void raise_queued_warnings() {
 struct Launch {
   c10::function_ref<void()> kernel;
   c10::Stream stream;
+  size_t bytes; // what the kernel reads and writes (kUnknownBytes: not known)
   std::exception_ptr error;
   LauncherState launcher;
   std::vector<c10::Warning> warnings; // raised on another thread than the launcher
@@ -141,9 +201,13 @@ struct Launch {
 // LauncherState guards; a queued kernel's launcher may have moved on.
 int run_kernel(void* user_data) {
   auto* launch = static_cast<Launch*>(user_data);
-  launch->error = launch->launcher.thread == std::this_thread::get_id()
-      ? run_as_kernel(launch->stream, launch->launcher.thread, launch->kernel)
-      : run_keeping_warnings(launch->stream, launch->launcher, launch->kernel, launch->warnings);
+  if (launch->launcher.thread == std::this_thread::get_id()) {
+    const HostTeam team(launch->bytes);
+    launch->error = run_as_kernel(launch->stream, launch->launcher.thread, launch->kernel);
+  } else {
+    launch->error =
+        run_keeping_warnings(launch->stream, launch->launcher, launch->kernel, launch->bytes, launch->warnings);
+  }
   return launch->error ? 1 : 0;
 }
 
@@ -164,10 +228,10 @@ void name_launch_for_faults(const char* what) {
 // (and errors) visible here. A launch failure is our own kernel's exception,
 // rethrown with its type.
 void run_and_wait(const c10::Stream& stream, emuStream_t native, c10::function_ref<void()> kernel,
-                  const char* what) {
+                  const char* what, size_t bytes) {
   name_launch_for_faults(what);
   raise_queued_warnings();
-  Launch launch{kernel, stream, nullptr, {}, {}};
+  Launch launch{kernel, stream, bytes, nullptr, {}, {}};
   const emuError_t launched = emuLaunchKernel(native, &run_kernel, &launch);
   const emuError_t synced = emuStreamSynchronize(native);
   raise_on_this_thread(launch.warnings);
@@ -199,7 +263,7 @@ void launch_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel, 
     return;
   }
   g_waited_launches.fetch_add(1, std::memory_order_relaxed);
-  run_and_wait(stream, native_stream(stream), kernel, what);
+  run_and_wait(stream, native_stream(stream), kernel, what, kUnknownBytes);
 }
 // LITERALINCLUDE END: LAUNCH_KERNEL
 
@@ -211,6 +275,7 @@ struct QueuedKernel {
   c10::Stream stream;
   LauncherState launcher;
   const char* what;
+  size_t bytes;
   uint64_t order; // its place in launch order
   QueuedKernel* next_finished = nullptr;
 };
@@ -253,7 +318,7 @@ int run_queued(void* data) {
   {
     const RunningQueuedKernel running(job->order);
     std::vector<c10::Warning> warnings;
-    error = run_keeping_warnings(job->stream, job->launcher, job->body, warnings);
+    error = run_keeping_warnings(job->stream, job->launcher, job->body, job->bytes, warnings);
     if (C10_UNLIKELY(!warnings.empty())) {
       keep_queued_warnings(std::move(warnings));
     }
@@ -333,18 +398,18 @@ void prefer_auto_launch_mode() {
 // nothing queued or running: queueing costs the host a hand-off to the
 // stream's worker (2 to 3 microseconds here) and pays only when the kernel
 // runs long enough for the host to get ahead meanwhile. Its cost is taken as
-// the bytes it reads and writes: measured on two cores
+// the bytes it reads and writes (kSmallKernelBytes, above): measured on two cores
 // (benchmarks/bench_launch_rule.py), elementwise ops and matrix products run
 // faster at once at 48 KiB and queued from 192 KiB (a 64x64 product, short
 // on bytes and long on arithmetic, already gains from queueing). A kernel onto
 // a busy stream is queued in every mode but blocking: it must run after the
-// stream's work, and the host need not wait for that.
-constexpr size_t kQueueFromBytes = 128 << 10;
-
-bool run_at_once(LaunchMode mode, emuStream_t stream, size_t bytes) {
+// stream's work, and the host need not wait for that. A caller that launches
+// kernels back to back with little host work between them (generated code)
+// asks for every kernel onto an idle stream at once (kAtOnceWhenIdle).
+bool run_at_once(LaunchMode mode, emuStream_t stream, size_t bytes, QueueRule rule) {
   switch (mode) {
     case LaunchMode::kAdaptive:
-      return bytes < kQueueFromBytes && !stream_busy(stream);
+      return (bytes < kSmallKernelBytes || rule == QueueRule::kAtOnceWhenIdle) && !stream_busy(stream);
     case LaunchMode::kAuto:
       return !stream_busy(stream);
     case LaunchMode::kQueued:
@@ -357,7 +422,8 @@ bool run_at_once(LaunchMode mode, emuStream_t stream, size_t bytes) {
 
 // LITERALINCLUDE START: QUEUE_KERNEL_LAUNCH
 void queue_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel,
-                  c10::function_ref<std::function<void()>()> make_owning, const char* what, size_t bytes) {
+                  c10::function_ref<std::function<void()>()> make_owning, const char* what, size_t bytes,
+                  QueueRule rule) {
   const LaunchMode mode = launch_mode();
   if (mode == LaunchMode::kBlocking || inside_kernel_on(stream) ||
       (C10_UNLIKELY(capture_in_progress()) && is_capturing(stream))) {
@@ -365,11 +431,11 @@ void queue_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel,
     return;
   }
   const emuStream_t native = native_stream(stream);
-  if (run_at_once(mode, native, bytes)) {
+  if (run_at_once(mode, native, bytes, rule)) {
     // Ordered on its stream all the same: the runtime runs it as the
     // stream's next item, traced, modelled and fault-checked like any other.
     g_at_once_launches.fetch_add(1, std::memory_order_relaxed);
-    run_and_wait(stream, native, kernel, what);
+    run_and_wait(stream, native, kernel, what, bytes);
     return;
   }
   delete_finished();
@@ -379,8 +445,7 @@ void queue_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel,
     const QueueViews views;
     body = make_owning();
   }
-  auto* job = new QueuedKernel{std::move(body), stream, {}, what,
-                               take_launch_order()};
+  auto* job = new QueuedKernel{std::move(body), stream, {}, what, bytes, take_launch_order()};
   name_launch_for_faults(what);
   const emuError_t err = emuLaunchKernelAsync(native, &run_queued, job);
   if (err != emuSuccess && err != emuErrorLaunchFailure) {

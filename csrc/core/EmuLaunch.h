@@ -60,10 +60,15 @@ void prefer_auto_launch_mode();
 // throws is reported, naming `what`, by the next synchronisation of `stream`.
 // `bytes` is what the kernel reads and writes, the measure of its cost
 // run_at_once() takes (kUnknownBytes: a kernel worth queueing).
+// `rule` kAtOnceWhenIdle: onto an idle stream the kernel runs at once
+// whatever its size, for callers that launch kernels back to back (code that
+// Inductor generates: CompileBindings.cpp).
 constexpr size_t kUnknownBytes = SIZE_MAX;
+enum class QueueRule { kByCost, kAtOnceWhenIdle };
 void queue_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel,
                   c10::function_ref<std::function<void()>()> make_owning,
-                  const char* what = __builtin_FUNCTION(), size_t bytes = kUnknownBytes);
+                  const char* what = __builtin_FUNCTION(), size_t bytes = kUnknownBytes,
+                  QueueRule rule = QueueRule::kByCost);
 
 // While queue_kernel asks for a queued kernel's closure, on this thread: the
 // view of emu `storage` the closure should hold, which does not own the

@@ -1,6 +1,7 @@
 // torch_emu._C: the few runtime entry points Python needs that PyTorch's own
 // Python API (torch.accelerator, torch.Stream, torch.Event, torch.Generator)
 // does not already reach through the registered guard, hooks and allocator.
+#include <ATen/Parallel.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <ATen/ops/empty.h>
 #include <torch/csrc/Generator.h>
@@ -105,6 +106,20 @@ PYBIND11_MODULE(_C, m) {
   m.def("_launch_counts", [] {
     const LaunchCounts counts = launch_counts();
     return py::make_tuple(counts.queued, counts.at_once, counts.waited);
+  });
+  // For tests of the OpenMP teams kernels get (EmuLaunch.cpp): launches a
+  // kernel that says it reads and writes `bytes` and stores the number of
+  // threads its CPU code would use into `out` (one int32 element on emu).
+  m.def("_kernel_threads", [](const at::Tensor& out, int64_t bytes) {
+    TORCH_CHECK(out.device().type() == c10::DeviceType::PrivateUse1 && out.scalar_type() == at::kInt &&
+                    out.numel() == 1 && out.is_contiguous() && bytes >= 0,
+                "_kernel_threads: expected one int32 element on an emu device and bytes >= 0");
+    const c10::Stream stream = current_stream(out.device().index());
+    int32_t* slot = out.data_ptr<int32_t>();
+    auto kernel = [slot] { *slot = at::get_num_threads(); };
+    const py::gil_scoped_release no_gil;
+    queue_kernel(stream, kernel, [&]() -> std::function<void()> { return kernel; }, "_kernel_threads",
+                 static_cast<size_t>(bytes));
   });
   // The runtime's performance model (TORCH_EMU_PROFILE), for tests and benchmarks.
   m.def("_performance_model", [] {

@@ -62,6 +62,33 @@ class _EmuSubgraphWrapperCodegen(_LaunchKernelCalls, SubgraphPythonWrapperCodege
     """Wrapper of a subgraph (torch.cond branches, while_loop bodies...)."""
 
 
+# LITERALINCLUDE START: QUEUED_ENTRY
+# The C types of a kernel's arguments that a 64-bit word carries as is: the
+# buffers' pointers and the sizes Inductor passes.
+_WORD_TYPES = ("int64_t", "int32_t", "long", "int", "bool")
+
+
+def queued_entry(arg_types: list[str]) -> str:
+    """C++ source of a second entry point to a generated kernel,
+    ``emu_queued_kernel``: its arguments packed as 64-bit words, so that
+    ``_launch`` can queue the call on a stream and the stream runs it without
+    Python (the Python entry Inductor compiles needs the GIL, which the host
+    thread holds while it runs the wrapper). Empty for a kernel with another
+    argument type (a float scalar): it keeps the Python entry.
+    """
+    casts = []
+    for i, arg_type in enumerate(arg_types):
+        base = arg_type.replace("const ", "").strip()
+        if base.endswith("*"):
+            casts.append(f"reinterpret_cast<{arg_type}>(args[{i}])")
+        elif base in _WORD_TYPES:
+            casts.append(f"static_cast<{base}>(static_cast<int64_t>(args[{i}]))")
+        else:
+            return ""
+    return f'\nextern "C" void emu_queued_kernel(const uint64_t* args) {{ kernel({", ".join(casts)}); }}\n'
+# LITERALINCLUDE END: QUEUED_ENTRY
+
+
 # LITERALINCLUDE START: INDUCTOR_BACKEND
 class EmuScheduling(CppScheduling):
     """Inductor's C++ kernel generator, told that it generates for C++.
@@ -86,6 +113,11 @@ class EmuScheduling(CppScheduling):
     def flush(self):
         with config.patch(cuda_backend="cpp"):
             return super().flush()
+
+    def define_kernel(self, src_code, nodes, kernel_args=None):
+        # Each kernel gets the queued entry point beside Inductor's Python one.
+        args = self.kernel_group.args if kernel_args is None else kernel_args
+        return super().define_kernel(src_code + queued_entry(args.cpp_argdefs()[2]), nodes, kernel_args)
 
 
 class EmuWrapperCodegen(_LaunchKernelCalls, PythonWrapperCodegen):
