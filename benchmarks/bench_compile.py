@@ -4,10 +4,12 @@ step on an emu device, compared with the same compiled step on CPU.
     .venv/bin/python benchmarks/bench_compile.py [--quick] [--json PATH]
 
 Three small models (an MLP, a CNN, a transformer encoder block), each trained
-with forward, backward and an SGD step; the model and the optimizer step are
-compiled with the default Inductor backend on each device. Prints a Markdown
-table of compiled emu/CPU time ratios (target at most 1.1×) and of the eager
-steps, and the compiled/eager speed-up per device. Measurement as in
+with forward, backward and an SGD step, and their compiled forward in
+inference (no_grad, eval); the model and the optimizer step are compiled with
+the default Inductor backend on each device. Prints a Markdown table of
+compiled emu/CPU time ratios (target at most 1.1×) and of the eager steps, the
+compiled/eager speed-up per device, and the cost of one generated kernel's
+launch: a compiled function of one kernel on 8 floats, per call. Measurement as in
 bench_foundation.py: warm-up (which also compiles), emu and CPU alternating
 inside every repeat, device synchronised before the clock is read, median of
 the repeats.
@@ -64,6 +66,39 @@ def make_step(device: str, base: nn.Module, x: torch.Tensor, compiled: bool):
     return step
 
 
+def bench_forward(quick: bool) -> list:
+    """The compiled forward of each model in inference, emu against CPU."""
+    number, repeats = (3, 3) if quick else (20, 7)
+    rows = []
+    for name, (base, x) in models().items():
+        torch._dynamo.reset()
+        cases = {}
+        for device, sync in (("emu", sync_emu), ("cpu", no_sync)):
+            net, xd = copy.deepcopy(base).to(device).eval(), x.to(device)
+            forward = torch.compile(net, dynamic=False)
+
+            def run(forward=forward, xd=xd):
+                with torch.no_grad():
+                    forward(xd)
+            cases[device] = (run, sync)
+        t = bench(f"{name} forward", cases, number, repeats, warmup=2)
+        rows.append(row(f"{name}: compiled forward", "ms", t["emu"] * 1e3, t["cpu"] * 1e3, t["emu"] / t["cpu"],
+                        TARGET))
+    return rows
+
+
+def bench_launch(quick: bool) -> list:
+    """One generated kernel per call (relu(x * 2 + 1) on 8 floats): the wrapper's
+    and the launch's cost, emu against CPU."""
+    torch._dynamo.reset()
+    f = torch.compile(lambda x: (x * 2 + 1).relu(), dynamic=False)
+    xs = {device: torch.randn(8, device=device) for device in ("emu", "cpu")}
+    cases = {"emu": (lambda: f(xs["emu"]), sync_emu), "cpu": (lambda: f(xs["cpu"]), no_sync)}
+    t = bench("one generated kernel", cases, 200 if quick else 2000, 3 if quick else 7, warmup=2)
+    return [row("one generated kernel (8 floats), per call", "µs", t["emu"] * 1e6, t["cpu"] * 1e6,
+                t["emu"] / t["cpu"])]
+
+
 def bench_models(quick: bool) -> tuple[list, list]:
     number, repeats = (3, 3) if quick else (20, 7)
     rows, notes = [], ["\nSpeed-up of torch.compile per device: eager step time / compiled step time (> 1: compiled is faster):\n",
@@ -97,6 +132,7 @@ def main() -> int:
     start = time.perf_counter()
     torch._inductor.config.force_disable_caches = True  # compile times are real, not cache hits
     rows, notes = bench_models(args.quick)
+    rows += bench_forward(args.quick) + bench_launch(args.quick)
     return finish(args, start, machine, rows, notes="\n".join(notes), gap_before_warning=True,
                   intro="Training step: cross-entropy, backward, SGD with momentum; "
                         "model and optimizer step compiled with the default Inductor backend.\n")
