@@ -591,3 +591,49 @@ def test_pow_in_complex_half_as_cuda(baseline_memory):
     with pytest.raises(RuntimeError, match="Expected out tensor to have device"):
         torch.pow(c.to("emu"), 2, out=torch.empty(0, dtype=torch.chalf))
     torch.emu.synchronize()
+
+
+@pytest.mark.launch_mode
+def test_matrix_products_with_out_are_queued_native_kernels(baseline_memory):
+    """mm/bmm/addmm/baddbmm(out=...), the form Inductor's generated code calls:
+    CPU's results, resizing and errors at the call, and the kernel waits for
+    nothing (it writes into a tensor that exists)."""
+    blocking = torch_emu._C._launch_mode() == "blocking"
+    g = torch.Generator().manual_seed(0)
+    a, b, c = (torch.randn(6, 6, generator=g) for _ in range(3))
+    a3, b3 = torch.randn(2, 6, 6, generator=g), torch.randn(2, 6, 6, generator=g)
+    cases = {
+        "mm": lambda d, out: torch.mm(a.to(d), b.to(d), out=out),
+        "bmm": lambda d, out: torch.bmm(a3.to(d), b3.to(d), out=out),
+        "addmm": lambda d, out: torch.addmm(c.to(d), a.to(d), b.to(d), beta=0.5, alpha=2, out=out),
+        "baddbmm": lambda d, out: torch.baddbmm(a3.to(d), a3.to(d), b3.to(d), alpha=0.5, out=out),
+    }
+    for name, case in cases.items():
+        shape = (2, 6, 6) if "bmm" in name else (6, 6)
+        for make_out in (lambda d: torch.empty(shape, device=d),  # as it is
+                         lambda d: torch.empty(shape[::-1], device=d).mT,  # other strides: a proxy, copied back
+                         lambda d: torch.empty(0, device=d)):  # resized
+            expected = case("cpu", make_out("cpu"))
+            out = make_out("emu")
+            before = torch_emu._C._launch_counts()
+            with fallback_report() as report:
+                result = case("emu", out)
+            waited = torch_emu._C._launch_counts()[2] - before[2]
+            assert report.ops == [] and (waited == 0 or blocking), name
+            assert result is out and out.shape == expected.shape and out.stride() == expected.stride(), name
+            torch.testing.assert_close(out.cpu(), expected, msg=name)
+    # out aliasing self, as CPU computes it.
+    x = torch.randn(6, 6, generator=g)
+    xe = x.to("emu")
+    torch.addmm(xe, xe, xe, out=xe)
+    torch.testing.assert_close(xe.cpu(), torch.addmm(x, x, x, out=x))
+    # What the host can check raises at the call, with CPU's error.
+    for d in ("cpu", "emu"):
+        with pytest.raises(RuntimeError, match="Expected out tensor to have dtype float, but got double instead"):
+            torch.mm(a.to(d), b.to(d), out=torch.empty(6, 6, dtype=torch.float64, device=d))
+        with pytest.raises(RuntimeError, match="mat1 and mat2 shapes cannot be multiplied"):
+            torch.mm(a.to(d), b[:4].to(d), out=torch.empty(6, 6, device=d))
+        with pytest.warns(UserWarning, match="An output with one or more elements was resized"):
+            torch.mm(a.to(d), b.to(d), out=torch.empty(3, 3, device=d))
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        torch.mm(a.to("emu"), b.to("emu"), out=torch.empty(6, 6, device="emu:1"))

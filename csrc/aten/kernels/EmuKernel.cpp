@@ -3,6 +3,7 @@
 #include <ATen/Dispatch_v2.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/ScalarOps.h>
+#include <ATen/native/Resize.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/zeros.h>
@@ -84,6 +85,24 @@ void check_inplace(const at::Tensor& self, c10::IntArrayRef sizes, const at::Ten
               " and output tensor device ", options.device(), " should match");
   TORCH_CHECK(sizes == self.sizes(), "Bad in-place call: input tensor size ", self.sizes(),
               " and output tensor size ", sizes, " should match");
+}
+
+// CPU's out= kernels' own checks and resizing, with their messages
+// (torchgen's resize_out): the strides meta() asks for are only advisory when
+// `out` already has the right size.
+void resize_out(const at::Tensor& out, c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                const at::TensorOptions& options) {
+  TORCH_CHECK(options.dtype() == out.dtype(), "Expected out tensor to have dtype ", options.dtype(), ", but got ",
+              out.dtype(), " instead");
+  TORCH_CHECK(options.device() == out.device(), "Expected out tensor to have device ", options.device(),
+              ", but got ", out.device(), " instead");
+  if (at::native::resize_output(out, sizes)) {
+    if (!strides.empty()) {
+      out.as_strided_(sizes, strides);
+    } else if (options.memory_format_opt().has_value()) {
+      out.unsafeGetTensorImpl()->empty_tensor_restride(*options.memory_format_opt());
+    }
+  }
 }
 
 } // namespace torch_emu::kernel

@@ -161,6 +161,39 @@ struct SelfOutput final : Impl {
   std::optional<at::Tensor> proxy;
 };
 
+// The output of a structured op's out= form is `out`, resized and checked as
+// CPU's out= kernels do (resize_out); when the kernel needs other strides
+// than out's, it writes a proxy that is copied back.
+void resize_out(const at::Tensor& out, c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                const at::TensorOptions& options);
+
+template <typename Impl>
+struct OutOutput final : Impl {
+  explicit OutOutput(const at::Tensor& out) : out(out) {}
+  void set_output_strided(int64_t i, c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                          at::TensorOptions options) override {
+    resize_out(out, sizes, strides, options);
+    if (!strides.empty() && !out.strides().equals(strides)) {
+      proxy = new_output(sizes, strides, options);
+    }
+    if constexpr (std::is_base_of_v<at::TensorIteratorBase, Impl>) {
+      Impl::set_output_raw_strided(i, sizes, strides, options);
+    }
+  }
+  void set_output_raw_strided(int64_t i, c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                              at::TensorOptions options) override {
+    resize_out(out, sizes, strides, options);
+    if constexpr (std::is_base_of_v<at::TensorIteratorBase, Impl>) {
+      Impl::set_output_raw_strided(i, sizes, strides, options);
+    }
+  }
+  const at::Tensor& maybe_get_output(int64_t) override {
+    return proxy.has_value() ? *proxy : out;
+  }
+  const at::Tensor& out;
+  std::optional<at::Tensor> proxy;
+};
+
 // The outputs of a replayed functional form: those it made when captured.
 template <typename Impl, size_t N>
 struct KnownOutputs final : Impl {
@@ -288,6 +321,25 @@ struct Structured<Impl, N, void (Base::*)(Self, Rest...)> {
     return functional_on(device, unwrap(with_dtype_of(self, self)), unwrap(with_dtype_of(rest, self))...);
   }
 
+  // The out= form (mm.out...): the kernel writes into `out`, which exists by
+  // the launch, so it is queued like the in-place form.
+  static at::Tensor& out(typename SchemaArg<Self>::type self, typename SchemaArg<Rest>::type... rest,
+                         at::Tensor& out) {
+    const c10::DeviceIndex device = common_device(self, rest..., out);
+    check_dtypes_once(self, rest...);
+    if (!out_as_is(device, out, self, rest...)) {
+      queue_on(
+          device,
+          [&] {
+            HostAliases aliases;
+            out_as_is(-1, aliases.alias(out), host_arg(aliases, self), host_arg(aliases, rest)...);
+          },
+          [&] { return replay_out(/*on_host=*/true, out, self, rest...); }, kernel_name<Impl>(),
+          tensor_bytes(out, self, rest...));
+    }
+    return out;
+  }
+
   static at::Tensor& inplace(at::Tensor& self, typename SchemaArg<Rest>::type... rest) {
     const c10::DeviceIndex device = common_device(self, rest...);
     check_dtypes_once(self, rest...);
@@ -328,6 +380,47 @@ struct Structured<Impl, N, void (Base::*)(Self, Rest...)> {
       kernel();
     }
     return true;
+  }
+
+  // Runs the out= kernel into `out` (a launch on `device`, or inside the
+  // current launch if device < 0) unless its iterator cannot run as is.
+  template <typename S, typename... R>
+  static bool out_as_is(c10::DeviceIndex device, const at::Tensor& out, const S& self, const R&... rest) {
+    OutOutput<Impl> op(out);
+    op.meta(SchemaArg<Self>::to_meta(self), SchemaArg<Rest>::to_meta(rest)...);
+    if (device >= 0 && (!runs_as_is(op) || needs_host_tensors<Impl>(self))) {
+      return false;
+    }
+    auto kernel = [&] {
+      op.impl(SchemaArg<Self>::to_meta(self), SchemaArg<Rest>::to_meta(rest)..., op.maybe_get_output(0));
+      if (op.proxy.has_value()) {
+        out.copy_(*op.proxy);
+      }
+    };
+    if (device >= 0) {
+      queue_on(
+          device, kernel, [&] { return replay_out(/*on_host=*/false, out, self, rest...); }, kernel_name<Impl>(),
+          tensor_bytes(out, self, rest...));
+    } else {
+      kernel();
+    }
+    return true;
+  }
+
+  template <typename S, typename... R>
+  static std::function<void()> replay_out(bool on_host, const at::Tensor& out, const S& self, const R&... rest) {
+    return [on_host, kept = std::make_tuple(keep(out), keep(self), keep(rest)...)]() mutable {
+      std::apply(
+          [&](at::Tensor& o, auto&... args) {
+            if (on_host) {
+              HostAliases aliases;
+              out_as_is(-1, aliases.alias(o), host_arg(aliases, borrow(args))...);
+            } else {
+              out_as_is(-1, o, borrow(args)...);
+            }
+          },
+          kept);
+    };
   }
 
   // meta() allocates the outputs on emu: the kernel only fills them, so it is

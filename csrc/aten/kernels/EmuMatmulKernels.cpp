@@ -40,6 +40,11 @@ void register_matmul_kernels(torch::Library& m) {
   m.impl("addmm_", TORCH_FN(Structured<structured_addmm_out_cpu>::inplace));
   m.impl("baddbmm", TORCH_FN(Structured<structured_baddbmm_out_cpu>::functional));
   m.impl("baddbmm_", TORCH_FN(Structured<structured_baddbmm_out_cpu>::inplace));
+  // The forms Inductor's generated code calls (extern_kernels.mm(..., out=buf)).
+  m.impl("mm.out", TORCH_FN(Structured<structured_mm_out_cpu>::out));
+  m.impl("bmm.out", TORCH_FN(Structured<structured_bmm_out_cpu>::out));
+  m.impl("addmm.out", TORCH_FN(Structured<structured_addmm_out_cpu>::out));
+  m.impl("baddbmm.out", TORCH_FN(Structured<structured_baddbmm_out_cpu>::out));
 }
 
 } // namespace torch_emu
