@@ -407,20 +407,11 @@ struct Structured<Impl, N, void (Base::*)(Self, Rest...)> {
     return true;
   }
 
-  template <typename S, typename... R>
-  static std::function<void()> replay_out(bool on_host, const at::Tensor& out, const S& self, const R&... rest) {
-    return [on_host, kept = std::make_tuple(keep(out), keep(self), keep(rest)...)]() mutable {
-      std::apply(
-          [&](at::Tensor& o, auto&... args) {
-            if (on_host) {
-              HostAliases aliases;
-              out_as_is(-1, aliases.alias(o), host_arg(aliases, borrow(args))...);
-            } else {
-              out_as_is(-1, o, borrow(args)...);
-            }
-          },
-          kept);
-    };
+  template <typename... A>
+  static std::function<void()> replay_out(bool on_host, const at::Tensor& out, const A&... args) {
+    return replay_into(
+        on_host, [](c10::DeviceIndex d, const at::Tensor& o, const auto&... a) { return out_as_is(d, o, a...); },
+        out, args...);
   }
 
   // meta() allocates the outputs on emu: the kernel only fills them, so it is
@@ -491,14 +482,24 @@ struct Structured<Impl, N, void (Base::*)(Self, Rest...)> {
 
   template <typename... R>
   static std::function<void()> replay_inplace(bool on_host, const at::Tensor& self, const R&... rest) {
-    return [on_host, kept = std::make_tuple(keep(self), keep(rest)...)]() mutable {
+    return replay_into(
+        on_host, [](c10::DeviceIndex d, const at::Tensor& t, const auto&... r) { return inplace_as_is(d, t, r...); },
+        self, rest...);
+  }
+
+  // The replay of a kernel that writes into `target` (self in place, out for
+  // out=): as_is(-1, target, args...) again on kept arguments, on host aliases
+  // of them all when the kernel ran on host aliases.
+  template <typename AsIs, typename... A>
+  static std::function<void()> replay_into(bool on_host, AsIs as_is, const at::Tensor& target, const A&... args) {
+    return [on_host, as_is, kept = std::make_tuple(keep(target), keep(args)...)]() mutable {
       std::apply(
-          [&](at::Tensor& s, auto&... r) {
+          [&](at::Tensor& t, auto&... a) {
             if (on_host) {
               HostAliases aliases;
-              inplace_as_is(-1, aliases.alias(s), host_arg(aliases, borrow(r))...);
+              as_is(-1, aliases.alias(t), host_arg(aliases, borrow(a))...);
             } else {
-              inplace_as_is(-1, s, borrow(r)...);
+              as_is(-1, t, borrow(a)...);
             }
           },
           kept);
