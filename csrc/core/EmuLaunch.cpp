@@ -80,9 +80,11 @@ constexpr size_t kTeamKernelBytes = 512 << 10;
 class HostTeam {
  public:
   explicit HostTeam(size_t bytes) {
-    if (bytes < kTeamKernelBytes && omp_get_max_threads != nullptr && omp_get_max_threads() > 1) {
-      threads_ = omp_get_max_threads();
-      mkl_threads_ = set_team(1);
+    if (bytes < kTeamKernelBytes && omp_get_max_threads != nullptr) {
+      if (const int threads = omp_get_max_threads(); threads > 1) {
+        threads_ = threads;
+        mkl_threads_ = set_team(1);
+      }
     }
   }
   ~HostTeam() {

@@ -87,8 +87,7 @@ void check_inplace(const at::Tensor& self, c10::IntArrayRef sizes, const at::Ten
               " and output tensor size ", sizes, " should match");
 }
 
-// CPU's out= kernels' own checks and resizing, with their messages
-// (torchgen's resize_out): the strides meta() asks for are only advisory when
+// With CPU's messages; the strides meta() asks for are only advisory when
 // `out` already has the right size.
 void resize_out(const at::Tensor& out, c10::IntArrayRef sizes, c10::IntArrayRef strides,
                 const at::TensorOptions& options) {

@@ -131,49 +131,21 @@ struct NewOutputs final : Impl {
 };
 
 void check_inplace(const at::Tensor& self, c10::IntArrayRef sizes, const at::TensorOptions& options);
-
-// The output of a structured op's in-place form is `self`; when the kernel
-// needs other strides than self's, it writes a proxy that is copied back.
-template <typename Impl>
-struct SelfOutput final : Impl {
-  explicit SelfOutput(const at::Tensor& self) : self(self) {}
-  void set_output_strided(int64_t i, c10::IntArrayRef sizes, c10::IntArrayRef strides,
-                          at::TensorOptions options) override {
-    check_inplace(self, sizes, options);
-    if (!strides.empty() && !self.strides().equals(strides)) {
-      proxy = new_output(sizes, strides, options);
-    }
-    if constexpr (std::is_base_of_v<at::TensorIteratorBase, Impl>) {
-      Impl::set_output_raw_strided(i, sizes, strides, options);
-    }
-  }
-  void set_output_raw_strided(int64_t i, c10::IntArrayRef sizes, c10::IntArrayRef strides,
-                              at::TensorOptions options) override {
-    check_inplace(self, sizes, options);
-    if constexpr (std::is_base_of_v<at::TensorIteratorBase, Impl>) {
-      Impl::set_output_raw_strided(i, sizes, strides, options);
-    }
-  }
-  const at::Tensor& maybe_get_output(int64_t) override {
-    return proxy.has_value() ? *proxy : self;
-  }
-  const at::Tensor& self;
-  std::optional<at::Tensor> proxy;
-};
-
-// The output of a structured op's out= form is `out`, resized and checked as
-// CPU's out= kernels do (resize_out); when the kernel needs other strides
-// than out's, it writes a proxy that is copied back.
+// CPU's out= kernels' checks and resizing (torchgen's resize_out).
 void resize_out(const at::Tensor& out, c10::IntArrayRef sizes, c10::IntArrayRef strides,
                 const at::TensorOptions& options);
 
-template <typename Impl>
-struct OutOutput final : Impl {
-  explicit OutOutput(const at::Tensor& out) : out(out) {}
+// The output of a structured op's in-place form (`self`: kOut false) or of
+// its out= form (`out`, resized and checked as CPU's out= kernels do); when
+// the kernel needs other strides than the target's, it writes a proxy that
+// is copied back.
+template <typename Impl, bool kOut>
+struct IntoOutput final : Impl {
+  explicit IntoOutput(const at::Tensor& target) : target(target) {}
   void set_output_strided(int64_t i, c10::IntArrayRef sizes, c10::IntArrayRef strides,
                           at::TensorOptions options) override {
-    resize_out(out, sizes, strides, options);
-    if (!strides.empty() && !out.strides().equals(strides)) {
+    check(sizes, strides, options);
+    if (!strides.empty() && !target.strides().equals(strides)) {
       proxy = new_output(sizes, strides, options);
     }
     if constexpr (std::is_base_of_v<at::TensorIteratorBase, Impl>) {
@@ -182,17 +154,28 @@ struct OutOutput final : Impl {
   }
   void set_output_raw_strided(int64_t i, c10::IntArrayRef sizes, c10::IntArrayRef strides,
                               at::TensorOptions options) override {
-    resize_out(out, sizes, strides, options);
+    check(sizes, strides, options);
     if constexpr (std::is_base_of_v<at::TensorIteratorBase, Impl>) {
       Impl::set_output_raw_strided(i, sizes, strides, options);
     }
   }
   const at::Tensor& maybe_get_output(int64_t) override {
-    return proxy.has_value() ? *proxy : out;
+    return proxy.has_value() ? *proxy : target;
   }
-  const at::Tensor& out;
+  void check(c10::IntArrayRef sizes, c10::IntArrayRef strides, const at::TensorOptions& options) const {
+    if constexpr (kOut) {
+      resize_out(target, sizes, strides, options);
+    } else {
+      check_inplace(target, sizes, options);
+    }
+  }
+  const at::Tensor& target;
   std::optional<at::Tensor> proxy;
 };
+template <typename Impl>
+using SelfOutput = IntoOutput<Impl, /*kOut=*/false>;
+template <typename Impl>
+using OutOutput = IntoOutput<Impl, /*kOut=*/true>;
 
 // The outputs of a replayed functional form: those it made when captured.
 template <typename Impl, size_t N>
