@@ -427,6 +427,7 @@ Block* malloc_block(DeviceCache& dc, size_t nbytes, c10::Stream stream,
   }
   block->context = std::move(context);
   report_to_profiler(dc, block->ptr, static_cast<int64_t>(block->size));
+  dc.allocated.emplace(block->ptr, block);
   return block;
 }
 // LITERALINCLUDE END: DEVICE_ALLOCATOR_MALLOC
@@ -487,10 +488,6 @@ c10::DataPtr EmuDeviceAllocator::allocate(size_t nbytes) {
       raise_oom(cache(device), round_size(nbytes), stream);
     }
   }
-  {
-    std::lock_guard<std::mutex> guard(blocks_mutex_);
-    allocated_blocks_.emplace(block->ptr, block);
-  }
   // The context is the data pointer itself, so raw_deleter() is valid.
   return {block->ptr, block->ptr, &deleter, where};
 }
@@ -520,9 +517,11 @@ void EmuDeviceAllocator::free(void* ptr) {
   if (C10_UNLIKELY(recording_.load(std::memory_order_relaxed))) {
     context = gather_context(/*on_free=*/true);
   }
-  Block* block = take_allocated_block(ptr);
-  DeviceCache& dc = cache(block->stream.device_index());
-  CacheLock guard(dc);
+  const LiveBlock live = lock_live_block(ptr, /*take=*/true);
+  TORCH_CHECK(live.block != nullptr, "emu allocator: invalid device pointer ", ptr);
+  DeviceCache& dc = *live.cache;
+  CacheLock guard(dc, std::adopt_lock);
+  Block* block = live.block;
   block->allocated = false;
   update_stat(dc.stats.allocation, block->small, -1);
   update_stat(dc.stats.allocated_bytes, block->small, -static_cast<int64_t>(block->size));
@@ -584,12 +583,12 @@ void EmuDeviceAllocator::recordStream(const c10::DataPtr& ptr, c10::Stream strea
   if (ptr.get() == nullptr || ptr.get_deleter() != &deleter || pluggable_ != nullptr) {
     return; // empty, not our memory, or not cached (pluggable)
   }
-  Block* block = find_block(ptr.get());
-  if (block == nullptr) {
+  const LiveBlock live = lock_live_block(ptr.get(), /*take=*/false);
+  if (live.block == nullptr) {
     return;
   }
-  DeviceCache& dc = cache(block->stream.device_index());
-  CacheLock guard(dc);
+  CacheLock guard(*live.cache, std::adopt_lock);
+  Block* block = live.block;
   auto& uses = block->stream_uses;
   if (stream != block->stream && std::find(uses.begin(), uses.end(), stream) == uses.end()) {
     uses.push_back(stream);
@@ -597,10 +596,31 @@ void EmuDeviceAllocator::recordStream(const c10::DataPtr& ptr, c10::Stream strea
 }
 // LITERALINCLUDE END: DEVICE_ALLOCATOR_RECORD_STREAM_API
 
+EmuDeviceAllocator::LiveBlock EmuDeviceAllocator::lock_live_block(const void* ptr, bool take) {
+  // Most frees are of the current device's memory: its cache is asked first.
+  const c10::DeviceIndex count = device_count();
+  const c10::DeviceIndex first = count > 1 ? current_device() : 0;
+  for (c10::DeviceIndex i = 0; i < count; ++i) {
+    DeviceCache& dc = cache(static_cast<c10::DeviceIndex>((first + i) % count));
+    dc.mutex.lock();
+    if (auto it = dc.allocated.find(const_cast<void*>(ptr)); it != dc.allocated.end()) {
+      Block* block = it->second;
+      if (take) {
+        dc.allocated.erase(it);
+      }
+      return {&dc, block};
+    }
+    dc.mutex.unlock();
+  }
+  return {nullptr, nullptr};
+}
+
 Block* EmuDeviceAllocator::find_block(const void* ptr) {
-  std::lock_guard<std::mutex> guard(blocks_mutex_);
-  auto it = allocated_blocks_.find(const_cast<void*>(ptr));
-  return it == allocated_blocks_.end() ? nullptr : it->second;
+  const LiveBlock live = lock_live_block(ptr, /*take=*/false);
+  if (live.cache != nullptr) {
+    live.cache->mutex.unlock();
+  }
+  return live.block;
 }
 
 std::optional<c10::Stream> EmuDeviceAllocator::allocation_stream(const void* ptr) {

@@ -127,19 +127,24 @@ class EmuDeviceAllocator final : public c10::DeviceAllocator {
   AllocatorSnapshot snapshot(c10::MempoolId_t mempool_id = {0, 0}, bool include_traces = true);
 
  private:
+  // The live allocation starting at `ptr` and its device's cache, whose
+  // mutex is left locked (the caller adopts it: CacheLock(dc, std::adopt_lock));
+  // `take`: no longer live. {nullptr, nullptr}: not a live allocation.
+  struct LiveBlock {
+    DeviceCache* cache;
+    Block* block;
+  };
+  LiveBlock lock_live_block(const void* ptr, bool take);
   Block* find_block(const void* ptr); // the allocated block starting at `ptr`
   static void deleter(void* ptr); // the DataPtr deleter: back to the cache
   void free(void* ptr);
   c10::DataPtr allocate_pluggable(size_t nbytes, c10::DeviceIndex device);
   void free_pluggable(void* ptr);
-  Block* take_allocated_block(void* ptr);
   std::shared_ptr<c10::GatheredContext> gather_context(bool on_free);
   DeviceCache& cache(c10::DeviceIndex device);
 
   c10::once_flag caches_once_; // c10's: tests a flag first, where std::call_once writes thread-locals
   std::vector<DeviceCache*> caches_; // one per device, created on first use
-  std::mutex blocks_mutex_;
-  ska::flat_hash_map<void*, Block*> allocated_blocks_; // by data pointer
   std::atomic<bool> allocated_once_{false};
   std::atomic<bool> caching_enabled_{true};
   std::shared_ptr<PluggableAllocatorFns> pluggable_;

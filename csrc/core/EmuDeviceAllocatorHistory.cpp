@@ -94,13 +94,8 @@ AllocatorSnapshot EmuDeviceAllocator::snapshot(c10::MempoolId_t mempool_id, bool
     for (const auto& [event, block] : dc.pending_events) {
       blocks.push_back(block); // may repeat: only segment heads are used below
     }
-    {
-      std::lock_guard<std::mutex> blocks_guard(blocks_mutex_);
-      for (const auto& [ptr, block] : allocated_blocks_) {
-        if (block->stream.device_index() == i) {
-          blocks.push_back(block);
-        }
-      }
+    for (const auto& [ptr, block] : dc.allocated) {
+      blocks.push_back(block);
     }
     std::set<Block*> heads;
     for (Block* block : blocks) {

@@ -50,26 +50,16 @@ c10::DataPtr EmuDeviceAllocator::allocate_pluggable(size_t nbytes, c10::DeviceIn
     }
     dc.stats.num_device_alloc += 1;
     report_to_profiler(dc, ptr, static_cast<int64_t>(nbytes));
-  }
-  {
-    std::lock_guard<std::mutex> guard(blocks_mutex_);
-    allocated_blocks_.emplace(ptr, block);
+    dc.allocated.emplace(ptr, block);
   }
   return {ptr, ptr, &deleter, c10::Device(c10::DeviceType::PrivateUse1, device)};
 }
 
-// The block behind a live allocation, no longer registered as live.
-Block* EmuDeviceAllocator::take_allocated_block(void* ptr) {
-  std::lock_guard<std::mutex> guard(blocks_mutex_);
-  auto it = allocated_blocks_.find(ptr);
-  TORCH_CHECK(it != allocated_blocks_.end(), "emu allocator: invalid device pointer ", ptr);
-  Block* block = it->second;
-  allocated_blocks_.erase(it);
-  return block;
-}
-
 void EmuDeviceAllocator::free_pluggable(void* ptr) {
-  Block* block = take_allocated_block(ptr);
+  const LiveBlock live = lock_live_block(ptr, /*take=*/true);
+  TORCH_CHECK(live.block != nullptr, "emu allocator: invalid device pointer ", ptr);
+  live.cache->mutex.unlock(); // the user's free runs without it
+  Block* block = live.block;
   const c10::DeviceIndex device = block->stream.device_index();
   pluggable_->free(ptr, block->size, device, native_stream(block->stream));
   DeviceCache& dc = cache(device);

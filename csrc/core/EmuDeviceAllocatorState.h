@@ -135,12 +135,16 @@ struct DeviceCache {
   std::string runtime_refusal;
   // A Block object kept for the next split (new_block, drop_block).
   Block* spare_block = nullptr;
+  // The live allocations of this device, by data pointer. Under this mutex,
+  // not one of their own: an allocation and a free then take one lock each.
+  ska::flat_hash_map<void*, Block*> allocated;
 };
 
 // dc.mutex, held for a scope; segments given up inside it are freed after.
 class CacheLock {
  public:
   explicit CacheLock(DeviceCache& dc) : dc_(dc), lock_(dc.mutex) {}
+  CacheLock(DeviceCache& dc, std::adopt_lock_t) : dc_(dc), lock_(dc.mutex, std::adopt_lock) {}
   ~CacheLock();
   CacheLock(const CacheLock&) = delete;
   CacheLock& operator=(const CacheLock&) = delete;

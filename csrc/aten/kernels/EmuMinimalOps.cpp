@@ -29,10 +29,6 @@ namespace {
 
 constexpr auto kEmuKeys = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1);
 
-c10::DeviceIndex device_index_or_current(std::optional<at::Device> device) {
-  return device.has_value() && device->has_index() ? device->index() : current_device();
-}
-
 // LITERALINCLUDE START: OP_DETERMINISTIC_FILL
 // With torch.use_deterministic_algorithms(True) and
 // torch.utils.deterministic.fill_uninitialized_memory (its default), CPU and
@@ -61,7 +57,13 @@ namespace {
 // current stream of the device `device` names (the current device if it has
 // no index). Its sizes are still those of an empty tensor ([0]).
 at::Tensor on_new_storage(size_t nbytes, at::ScalarType dtype, std::optional<at::Device> device) {
-  const c10::DeviceGuard guard(at::Device(c10::DeviceType::PrivateUse1, device_index_or_current(device)));
+  // A guard only for another device: asking the runtime for the current
+  // device and setting it back costs more than the rest of a small op's
+  // allocation.
+  c10::OptionalDeviceGuard guard;
+  if (device.has_value() && device->has_index() && device->index() != current_device()) {
+    guard.reset_device(*device);
+  }
   if (dtype == at::kComplexHalf) {
     TORCH_WARN_ONCE("ComplexHalf support is experimental and many operators don't support it yet.");
   }
