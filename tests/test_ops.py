@@ -251,32 +251,65 @@ def test_convolutions_forward_and_backward_match_cpu(make, baseline_memory):
     del conv_emu, x_emu, out
 
 
-@pytest.mark.parametrize("formats", [("contiguous", "channels_last"), ("channels_last", "contiguous"),
-                                     ("channels_last", "channels_last")], ids=["weight_cl", "input_cl", "both_cl"])
-def test_convolution_strides_are_those_of_the_fake_convolution(formats, baseline_memory):
-    """torch.compile asserts that every real result has the strides of its
-    fake one; for an out-of-tree device the fake convolution answers
-    contiguous results (the "overrideable" backend), where CPU's kernel
-    answers channels last."""
+# LITERALINCLUDE START: TEST_CONVOLUTION_FORMAT
+CONV_CASES = {  # input and weight shapes, transposed, dtype, channels-last format
+    "conv2d": ((2, 3, 8, 8), (16, 3, 3, 3), False, torch.float32, torch.channels_last),
+    "conv2d_float64": ((2, 3, 8, 8), (16, 3, 3, 3), False, torch.float64, torch.channels_last),
+    "conv_transpose2d": ((2, 3, 8, 8), (3, 16, 3, 3), True, torch.float32, torch.channels_last),
+    "conv3d": ((2, 3, 4, 4, 4), (8, 3, 3, 3, 3), False, torch.float32, torch.channels_last_3d),
+    "conv1d": ((2, 3, 8), (16, 3, 3), False, torch.float32, None),
+}
+
+
+@pytest.mark.parametrize("formats", [("contiguous", "contiguous"), ("contiguous", "channels_last"),
+                                     ("channels_last", "contiguous"), ("channels_last", "channels_last")],
+                         ids=["contiguous", "weight_cl", "input_cl", "both_cl"])
+@pytest.mark.parametrize("case", CONV_CASES)
+def test_convolution_strides_are_cpus_and_the_fake_convolutions(case, formats, baseline_memory):
+    """A convolution's result and gradients have CPU's strides (channels last
+    when the input or the weight is, as PyTorch's module tests expect of every
+    device), and the fake convolution, whose strides torch.compile asserts of
+    every real result, answers the same on emu."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    fmt = {"contiguous": torch.contiguous_format, "channels_last": torch.channels_last}
-    x = torch.randn(2, 3, 8, 8).to(memory_format=fmt[formats[0]])
-    w = torch.randn(16, 3, 3, 3).to(memory_format=fmt[formats[1]])
-    xe, we = x.emu().requires_grad_(), w.emu().requires_grad_()
-    out = torch.nn.functional.conv2d(xe, we, padding=1)
-    grads = torch.ops.aten.convolution_backward(out, xe, we, [16], [1, 1], [1, 1], [1, 1], False, [0, 0], 1,
-                                                [True, True, False])
+    x_shape, w_shape, transposed, dtype, channels_last = CONV_CASES[case]
+    fmt = {"contiguous": torch.contiguous_format, "channels_last": channels_last or torch.contiguous_format}
+    x = torch.randn(x_shape, dtype=dtype).to(memory_format=fmt[formats[0]])
+    w = torch.randn(w_shape, dtype=dtype).to(memory_format=fmt[formats[1]])
+    dims = len(x_shape) - 2
+    args = ([1] * dims, [1] * dims, [1] * dims, transposed, [0] * dims, 1)
+    channels = w_shape[1] if transposed else w_shape[0]
+
+    def run(x, w):
+        out = torch.ops.aten.convolution(x, w, None, *args)
+        grads = torch.ops.aten.convolution_backward(out, x, w, [channels], *args, [True, True, False])
+        return [out.stride(), grads[0].stride(), grads[1].stride()], out
+
+    cpu_strides, cpu_out = run(x, w)
+    xe, we = x.emu(), w.emu()
+    emu_strides, emu_out = run(xe, we)
     mode = FakeTensorMode()
     fx, fw = mode.from_tensor(xe), mode.from_tensor(we)
     with mode:
-        fake_out = torch.nn.functional.conv2d(fx, fw, padding=1)
-        fake_grads = torch.ops.aten.convolution_backward(fake_out, fx, fw, [16], [1, 1], [1, 1], [1, 1], False,
-                                                         [0, 0], 1, [True, True, False])
-    assert out.stride() == fake_out.stride()
-    assert [g.stride() for g in grads[:2]] == [g.stride() for g in fake_grads[:2]]
-    torch.testing.assert_close(out.detach().cpu(), torch.nn.functional.conv2d(x, w, padding=1))
-    del xe, we, out, grads
+        fake_strides, _ = run(fx, fw)
+    assert emu_strides == cpu_strides
+    assert fake_strides == cpu_strides
+    if channels_last is not None and formats != ("contiguous", "contiguous"):
+        assert emu_out.is_contiguous(memory_format=channels_last)
+    torch.testing.assert_close(emu_out.cpu(), cpu_out)
+    del xe, we, emu_out
+
+
+def test_fake_convolutions_of_other_devices_are_pytorchs(baseline_memory):
+    from torch._subclasses import fake_impls
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    x = torch.randn(2, 3, 8, 8).to(memory_format=torch.channels_last)
+    with FakeTensorMode() as mode:
+        out = torch.nn.functional.conv2d(mode.from_tensor(x), mode.from_tensor(torch.randn(4, 3, 3, 3)))
+    assert out.device.type == "cpu" and out.stride() == torch.nn.functional.conv2d(x, torch.randn(4, 3, 3, 3)).stride()
+    assert fake_impls.op_implementations_dict[torch.ops.aten.convolution.default].__wrapped__ is not None
+# LITERALINCLUDE END: TEST_CONVOLUTION_FORMAT
 
 
 def test_conjugate_and_negative_views_copy_without_recursion():

@@ -1,5 +1,6 @@
 """torch.compile and torch.export on emu: the Dynamo device interface
-(``device_interface.py``) and the Inductor backend (``inductor.py``).
+(``device_interface.py``), the Inductor backend (``inductor.py``) and the
+memory format of fake convolutions (``fake_convolution.py``).
 
 Both need ``torch._dynamo`` / ``torch._inductor``, which take a second or two
 to import, so nothing here imports them: ``install`` only arranges for the two
@@ -63,6 +64,9 @@ def _inductor_hook(name: str):
 
 def install(device_module: ModuleType) -> None:
     """Called once by torch_emu/__init__.py with the torch.emu module."""
+    from .fake_convolution import install as install_fake_convolution
+
+    install_fake_convolution()  # fake_impls is loaded by import torch already
     if _DYNAMO_DEVICE_INTERFACE in sys.modules:  # Dynamo imported before torch_emu
         _register_device_interface()
     else:

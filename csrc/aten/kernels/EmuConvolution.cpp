@@ -2,7 +2,6 @@
 // an out-of-tree device, calls the two "overrideable" operators, which have
 // no CPU kernel for the fallback to run. These kernels run CPU's convolution
 // (and its backward) on device memory, through the one launch path.
-#include <ATen/native/ConvUtils.h>
 #include <ATen/ops/convolution.h>
 #include <ATen/ops/convolution_backward.h>
 #include <c10/core/DeviceGuard.h>
@@ -18,23 +17,11 @@ namespace torch_emu {
 namespace {
 
 // LITERALINCLUDE START: OP_CONVOLUTION
-// The memory format of the results. CPU's kernel answers channels last when
-// the input or the weight is; PyTorch's fake convolution, which torch.compile
-// trusts (it asserts the strides of every real result), answers for an
-// out-of-tree device what the "overrideable" backend answers: contiguous. The
-// fake's own function decides here too, so eager and compiled code agree.
-// CPU's kernel runs on its inputs in that format (a channels-last weight, as
-// Inductor's layout optimisation makes, is a small copy), so that its result
-// is in it already: a copy of the result afterwards cost a compiled CNN's
-// inference a fifth of its time.
-at::MemoryFormat result_format(const at::Tensor& input, const at::Tensor& weight) {
-  return at::native::_determine_backend_memory_format(input, weight, at::native::ConvBackend::Overrideable);
-}
-
-at::Tensor in_format(const at::Tensor& t, at::MemoryFormat format) {
-  return t.defined() ? t.contiguous(format) : t;
-}
-
+// The results have the memory format CPU's kernel gives them: channels last
+// when the input or the weight is, as on CUDA (and as PyTorch's module tests
+// expect of every device). PyTorch's fake convolution would answer contiguous
+// for an out-of-tree device; on emu it asks CPU instead
+// (torch_emu/compile/fake_convolution.py), so compiled code agrees.
 at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& weight,
                                     const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
                                     at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
@@ -45,10 +32,8 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
   const std::optional<at::Tensor> b = aliases.alias(bias);
   // By value: a graph replays it (EmuGraph.h), the emu storages kept alive.
   auto run = [x, w, b, stride = stride.vec(), padding = padding.vec(), dilation = dilation.vec(), transposed,
-              output_padding = output_padding.vec(), groups, format = result_format(input, weight)] {
-    return in_format(at::convolution(in_format(x, format), in_format(w, format), b, stride, padding, dilation,
-                                     transposed, output_padding, groups),
-                     format);
+              output_padding = output_padding.vec(), groups] {
+    return at::convolution(x, w, b, stride, padding, dilation, transposed, output_padding, groups);
   };
   at::Tensor out;
   launch_kernel(
@@ -66,12 +51,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
   const at::Tensor go = aliases.alias(grad_output), x = aliases.alias(input), w = aliases.alias(weight);
   const int64_t out_channels = transposed ? weight.size(1) * groups : weight.size(0);
   auto run = [go, x, w, out_channels, stride = stride.vec(), padding = padding.vec(), dilation = dilation.vec(),
-              transposed, output_padding = output_padding.vec(), groups, output_mask,
-              format = result_format(input, weight)] {
-    auto [grad_input, grad_weight, grad_bias] = at::convolution_backward(
-        in_format(go, format), in_format(x, format), in_format(w, format), std::vector<int64_t>{out_channels},
-        stride, padding, dilation, transposed, output_padding, groups, output_mask);
-    return std::make_tuple(in_format(grad_input, format), in_format(grad_weight, format), grad_bias);
+              transposed, output_padding = output_padding.vec(), groups, output_mask] {
+    return at::convolution_backward(go, x, w, std::vector<int64_t>{out_channels}, stride, padding, dilation,
+                                    transposed, output_padding, groups, output_mask);
   };
   std::tuple<at::Tensor, at::Tensor, at::Tensor> grads;
   launch_kernel(
