@@ -130,10 +130,18 @@ def test_chooser_picks_overrideable_when_the_kernel_can_and_math_otherwise():
     assert choice(q.transpose(2, 3).contiguous().transpose(2, 3), k, v) == MATH  # head dim not unit-stride
     assert choice(*qkv(e=32)[:2], rand(2, 4, 20, 16)) == MATH  # value head dim differs
     assert choice(q, k, v, attn_mask=rand(3, 16, 20)) == MATH  # mask does not broadcast
-    assert choice(*qkv(dtype=torch.float64)) == OVERRIDEABLE
     assert choice(*qkv(dtype=torch.float16)) == OVERRIDEABLE
+    # Float64: MATH first, as on CUDA (whose fused kernels lack it), unless disabled.
+    assert choice(*qkv(dtype=torch.float64)) == MATH
+    with sdpa_kernel([SDPBackend.OVERRIDEABLE]):
+        assert choice(*qkv(dtype=torch.float64)) == OVERRIDEABLE
     with sdpa_kernel([SDPBackend.MATH]):
         assert choice(q, k, v) == MATH
+
+
+def test_float64_attention_is_twice_differentiable(baseline_memory):
+    q, k, v = (t.to("emu").requires_grad_() for t in qkv(b=1, h=2, lq=3, lk=4, e=2, dtype=torch.float64))
+    assert torch.autograd.gradgradcheck(F.scaled_dot_product_attention, (q, k, v))
 
 
 def test_forcing_overrideable_on_unsupported_inputs_names_the_reason(baseline_memory):

@@ -106,14 +106,16 @@ std::string fused_unsupported(const sdp::sdp_params& p) {
 // is fixed, as CPU's and XPU's are: the fused kernels first, except that with
 // dropout MATH comes first when enabled: emu's dropout kernel goes row by
 // row, without matrix products, and is no faster than MATH's batched matmuls
-// (L=512: about equal in float32, 3.7x slower in bfloat16).
+// (L=512: about equal in float32, 3.7x slower in bfloat16). Float64 goes to
+// MATH too, as on CUDA, whose fused kernels lack it: MATH's backward is
+// differentiable again (gradgrad), the fused kernel's is not.
 int64_t fused_sdp_choice(const Tensor& query, const Tensor& key, const Tensor& value,
                          const std::optional<Tensor>& attn_mask, double dropout_p, bool is_causal,
                          std::optional<double> scale, bool enable_gqa) {
   const sdp::sdp_params params{query, key, value, attn_mask, dropout_p, is_causal, enable_gqa};
   const at::Context& ctx = at::globalContext();
   const std::string fused_not = fused_unsupported(params);
-  const bool math_first = dropout_p > 0.0 && ctx.userEnabledMathSDP();
+  const bool math_first = (dropout_p > 0.0 || query.scalar_type() == at::kDouble) && ctx.userEnabledMathSDP();
   if (ctx.userEnabledOverrideableSDP() && fused_not.empty() && !math_first) {
     return static_cast<int64_t>(sdp::SDPBackend::overrideable);
   }
