@@ -1,8 +1,9 @@
 // The caching allocator's private state, shared by the files that implement
 // it: EmuDeviceAllocator.cpp (caching: allocate, free, reuse in stream order,
 // out of memory), EmuDeviceAllocatorPools.cpp (private pools, memory
-// fraction), EmuDeviceAllocatorPluggable.cpp, EmuDeviceAllocatorHistory.cpp
-// (history, snapshots) and EmuDeviceAllocatorStats.cpp. Nothing else includes it.
+// fraction), EmuDeviceAllocatorLive.cpp (the block of a live allocation),
+// EmuDeviceAllocatorPluggable.cpp, EmuDeviceAllocatorHistory.cpp (history,
+// snapshots) and EmuDeviceAllocatorStats.cpp. Nothing else includes it.
 #pragma once
 
 #include <c10/core/CachingDeviceAllocator.h>
