@@ -45,6 +45,9 @@ def test_each_test_is_paired_with_its_cpu_result(first_run):
         "TestSample.test_subtest_fails_on_the_device"]
     assert "differs on the device" in sample["device failed, cpu passed"]["TestSample.test_fails_on_the_device_int64"]
     assert list(sample["both failed"]) == ["TestSample.test_fails_on_both"]
+    # CPU skips it, the device fails it: a failure CPU cannot vouch for, listed and counted apart.
+    assert sample["device failed, cpu skipped"] == {
+        "TestSample.test_skipped_on_cpu_fails_on_the_device": "AssertionError: fails where CPU cannot tell"}
     assert sample["counts"]["device passed, cpu not"] == 1
     assert sample["device skipped"] == {"not today": 1, "Only runs on cpu": 1, "Only runs on cuda": 2}
     assert "TestSample.test_fails_on_the_device_float32: AssertionError" in r.stdout  # the list that matters
@@ -77,10 +80,10 @@ def test_the_written_skip_file_makes_the_run_pass(first_run):
     written = json.loads(skips.read_text())
     assert set(written["sample_device_generic.py"]["skipped_testcases"]) == {
         "TestSample.test_fails_on_the_device_float32", "TestSample.test_fails_on_the_device_int64",
-        "TestSample.test_subtest_fails_on_the_device"}
+        "TestSample.test_subtest_fails_on_the_device", "TestSample.test_skipped_on_cpu_fails_on_the_device"}
     r = upstream("--file", "sample_device_generic.py", "--file", "sample_crash.py", "--skip-file", str(skips))
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "PASSED: 0 device test(s) fail where CPU passes" in r.stdout
+    assert "PASSED: 0 device test(s) fail where CPU passes or skips" in r.stdout
 
 
 def test_skip_entries_by_name_without_dtypes_and_by_operator_in_the_kits_runner(tmp_path):
@@ -90,13 +93,14 @@ def test_skip_entries_by_name_without_dtypes_and_by_operator_in_the_kits_runner(
     skips = tmp_path / "skips.json"
     skips.write_text(json.dumps({"sample_device_generic.py": {
         "skipped_testcases": {"TestSample.test_fails_on_the_device": "differs on purpose",
-                              "TestSample.test_subtest_fails_on_the_device": "one subtest differs"},
+                              "TestSample.test_subtest_fails_on_the_device": "one subtest differs",
+                              "TestSample.test_skipped_on_cpu_fails_on_the_device": "CPU cannot run it"},
         "op_skips": {}}}))
     r = upstream("--file", "sample_device_generic.py", "--import", "torch_emu", "--skip-file", str(skips),
                  "--json", str(tmp_path / "r.json"), cwd=tmp_path, cli="torch_emu_kit",
                  TORCH_DEVICE_BACKEND_AUTOLOAD="0")
     report = json.loads((tmp_path / "r.json").read_text())["files"][0]
-    assert r.returncode == 0 and report["counts"]["skip file"] == 3, r.stdout + r.stderr
+    assert r.returncode == 0 and report["counts"]["skip file"] == 4, r.stdout + r.stderr
     assert report["skip file"]["TestSample.test_fails_on_the_device_int64"] == "differs on purpose"
     assert report["counts"]["both passed"] == 4  # the backend named by --import ran them
 

@@ -1,6 +1,6 @@
 """A device-generic test file in the shape of PyTorch's own (tests/test_upstream_runner.py runs
-the upstream runner on it): tests that pass, fail only on the device, fail on both, skip, run on
-one device type only, and are restricted to CUDA; and a second class, which PyTorch names after
+the upstream runner on it): tests that pass, fail only on the device, fail on both, skip, skip
+on CPU only, run on one device type only, and are restricted to CUDA; and a second class, which PyTorch names after
 the backend (TestSampleLaterEMU) rather than PRIVATEUSE1, as test_indexing.py's NumpyTests."""
 
 import torch
@@ -32,6 +32,11 @@ class TestSample(TestCase):
 
     def test_skips(self, device):
         self.skipTest("not today")
+
+    def test_skipped_on_cpu_fails_on_the_device(self, device):
+        if on_cpu(device):
+            self.skipTest("a limitation of CPU's")
+        raise AssertionError("fails where CPU cannot tell")
 
     def test_subtest_fails_on_the_device(self, device):
         for i in range(3):

@@ -106,6 +106,10 @@ def classify(cpu: tuple | None, device: tuple | None) -> str:
         return "device skipped"
     if cpu is None:
         return "device only passed" if device[0] in ok else "device only failed"
+    if cpu[0] == "skipped" and device[0] not in ok:
+        # CPU skips it (a limitation of CPU's, as PyTorch decorates it): nothing to compare
+        # with, and the device ran it and failed.
+        return "device failed, cpu skipped"
     if cpu[0] not in ok:
         return "both failed" if device[0] not in ok else "device passed, cpu not"
     return "both passed" if device[0] in ok else "device failed, cpu passed"
@@ -135,6 +139,7 @@ def file_report(name: str, path: pathlib.Path, args: argparse.Namespace, skips: 
     return {**report, "counts": dict(Counter(kinds.values())),
             "device failed, cpu passed": messages("device failed, cpu passed"),
             "device only failed": messages("device only failed"),
+            "device failed, cpu skipped": messages("device failed, cpu skipped"),
             "both failed": messages("both failed", side=0),
             "device skipped": dict(Counter(messages("device skipped").values())),
             "skip file": messages("skip file")}
@@ -161,13 +166,15 @@ def commit_of(path: pathlib.Path) -> str | None:
     return out.stdout.strip() or None
 
 
-COLUMNS = ["both passed", "device failed, cpu passed", "both failed", "device passed, cpu not", "device skipped",
-           "skip file", "device only passed", "device only failed"]
+COLUMNS = ["both passed", "device failed, cpu passed", "device failed, cpu skipped", "both failed",
+           "device passed, cpu not", "device skipped", "skip file", "device only passed", "device only failed"]
+# The kinds that fail the run: the device failed and CPU did not show the test fails.
+FAILING = ("device failed, cpu passed", "device failed, cpu skipped", "device only failed")
 
 
 def table(reports: list[dict]) -> str:
-    heads = ["file", "both pass", "DEVICE FAILS", "both fail", "dev>cpu", "dev skip", "skip file", "dev-only ok",
-             "dev-only fail", "seconds"]
+    heads = ["file", "both pass", "DEVICE FAILS", "dev fail cpu skip", "both fail", "dev>cpu", "dev skip",
+             "skip file", "dev-only ok", "dev-only fail", "seconds"]
     rows = [heads]
     for r in reports:
         if "import error" in r:
@@ -183,6 +190,7 @@ def details(reports: list[dict]) -> str:
     lines = []
     for r in reports:
         for heading, entries in (("fails on the device, passes on CPU", r.get("device failed, cpu passed", {})),
+                                 ("fails on the device, skipped on CPU", r.get("device failed, cpu skipped", {})),
                                  ("device-only test fails", r.get("device only failed", {}))):
             if entries:
                 lines.append(f"\n{r['file']}: {len(entries)} {heading}")
@@ -220,7 +228,7 @@ def skip_file_of(reports: list[dict], previous: dict) -> dict:
     failed on the device while it passed on CPU with its first error line as the reason."""
     skips = {name: {k: dict(v) for k, v in entry.items()} for name, entry in previous.items()}
     for r in reports:
-        failed = {**r.get("device failed, cpu passed", {}), **r.get("device only failed", {})}
+        failed = {k: v for kind in FAILING for k, v in r.get(kind, {}).items()}
         if failed:
             entry = skips.setdefault(r["file"], {"skipped_testcases": {}, "op_skips": {}})
             entry.setdefault("skipped_testcases", {}).update(failed)
@@ -268,8 +276,8 @@ def run(args: argparse.Namespace) -> int:
         reports.append(file_report(name, folder / name, args, skips))
         print(table(reports[-1:]).splitlines()[1], flush=True)  # progress: one row per file
     print("\n" + table(reports) + details(reports))
-    failing = sum(len(r.get("device failed, cpu passed", {})) + len(r.get("device only failed", {})) for r in reports)
-    print(f"\n{'PASSED' if failing == 0 else 'FAILED'}: {failing} device test(s) fail where CPU passes"
+    failing = sum(len(r.get(kind, {})) for r in reports for kind in FAILING)
+    print(f"\n{'PASSED' if failing == 0 else 'FAILED'}: {failing} device test(s) fail where CPU passes or skips"
           f"{', ' + str(sum('import error' in r for r in reports)) + ' file(s) not imported' if any('import error' in r for r in reports) else ''}")
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps({"files": reports}, indent=2))
