@@ -25,13 +25,15 @@ CONVOLUTIONS = (aten.convolution.default, aten._convolution.default, aten._convo
 
 # LITERALINCLUDE START: FAKE_CONVOLUTION
 def _emu_device(args, kwargs) -> torch.device | None:
-    """The emu device of the tensor arguments (None: not on emu)."""
-    return next((t.device for t in tree_leaves((args, kwargs))
-                 if isinstance(t, torch.Tensor) and t.device.type == "emu"), None)
+    """The one emu device of all the tensor arguments; None when any is elsewhere (PyTorch's
+    rule then also reports tensors on different devices, as it does for every device)."""
+    devices = {t.device for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
+    device = devices.pop() if len(devices) == 1 else None
+    return device if device is not None and device.type == "emu" else None
 
 
-def _twin(t, device: str):
-    """A fake tensor like `t` on `device` (a tensor on another device as it is)."""
+def _twin(t, device):
+    """A fake tensor like `t` (sizes, strides, dtype) on `device`; anything else as it is."""
     if not isinstance(t, torch.Tensor):
         return t
     return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=device)
