@@ -168,8 +168,11 @@ def commit_of(path: pathlib.Path) -> str | None:
 
 COLUMNS = ["both passed", "device failed, cpu passed", "device failed, cpu skipped", "both failed",
            "device passed, cpu not", "device skipped", "skip file", "device only passed", "device only failed"]
-# The kinds that fail the run: the device failed and CPU did not show the test fails.
-FAILING = ("device failed, cpu passed", "device failed, cpu skipped", "device only failed")
+# The kinds that fail the run (the device failed and CPU did not show the test fails), with
+# the heading each is listed under.
+FAILING = {"device failed, cpu passed": "fails on the device, passes on CPU",
+           "device failed, cpu skipped": "fails on the device, skipped on CPU",
+           "device only failed": "device-only test fails"}
 
 
 def table(reports: list[dict]) -> str:
@@ -189,9 +192,8 @@ def table(reports: list[dict]) -> str:
 def details(reports: list[dict]) -> str:
     lines = []
     for r in reports:
-        for heading, entries in (("fails on the device, passes on CPU", r.get("device failed, cpu passed", {})),
-                                 ("fails on the device, skipped on CPU", r.get("device failed, cpu skipped", {})),
-                                 ("device-only test fails", r.get("device only failed", {}))):
+        for kind, heading in FAILING.items():
+            entries = r.get(kind, {})
             if entries:
                 lines.append(f"\n{r['file']}: {len(entries)} {heading}")
                 lines += [f"  {key}: {message}" for key, message in sorted(entries.items())]
