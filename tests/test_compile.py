@@ -6,6 +6,7 @@ its kernels; models are tiny because every C++ kernel build takes seconds.
 """
 
 import copy
+import os
 import threading
 import time
 
@@ -18,6 +19,7 @@ from torch._inductor.utils import run_and_get_code
 
 import torch_emu
 from _after_import import run_after_import
+from conftest import run_python
 
 TOL = dict(rtol=1e-4, atol=1e-5)
 
@@ -128,6 +130,44 @@ def test_generated_code_is_emu_code(baseline_memory):
     assert "extern_kernels.mm(" in code  # the emu mm operator
     assert "device='emu:0'" in code and "= empty_strided_cpu(" not in code
     del out
+
+
+def test_emu_build_is_in_the_compile_caches_key_once_emu_starts():
+    """A graph cached by another build of torch-emu is not loaded (its asserted strides or its
+    code may be the old build's), and a program that never uses emu keeps PyTorch's keys."""
+    r = run_python(
+        """
+        import torch
+        from torch_emu.compile.cache_key import build_files
+        print(repr(torch.compiler.config.cache_key_tag))
+        torch.zeros(1, device="emu")
+        print(torch.compiler.config.cache_key_tag)
+        print(sorted({p.suffix for p in build_files()}), len(build_files()) > 4)
+        """,
+        TORCH_COMPILE_CACHE_KEY_TAG="mine",
+    )
+    assert r.returncode == 0, r.stderr
+    before, after, files = r.stdout.splitlines()
+    assert before == "'mine'"
+    mine, emu = after.split("|")
+    assert mine == "mine" and emu.startswith(f"torch_emu-{torch_emu.__version__}-")
+    assert files == "['.py', '.so'] True"  # the extension and the compile package
+    assert run_python("import torch; print(repr(torch.compiler.config.cache_key_tag))").stdout == "''\n"
+
+
+def test_the_build_tag_changes_with_any_build_file(tmp_path):
+    from torch_emu.compile.cache_key import build_tag
+
+    files = [tmp_path / "_C.so", tmp_path / "inductor.py"]
+    for f in files:
+        f.write_text("one")
+    tag = build_tag(files)
+    assert build_tag(files) == tag
+    files[1].write_text("other")  # another size
+    assert build_tag(files) != tag
+    tag = build_tag(files)
+    os.utime(files[0], ns=(0, files[0].stat().st_mtime_ns + 1))  # rebuilt: a later time
+    assert build_tag(files) != tag
 
 
 @pytest.mark.parametrize("setting", ["cpp_wrapper", "fx_wrapper"])

@@ -101,6 +101,9 @@ def _lazy_init() -> None:
         # Before _initialized: a bad TORCH_EMU_FAULTS then fails every use alike,
         # and the queued calls (torch.manual_seed...) wait for one that succeeds.
         faults._arm_from_environment(_C._device_count())
+        from ..compile.cache_key import tag_compile_caches
+
+        tag_compile_caches()  # before any emu graph can be compiled, and only in programs that use emu
         _initialized = True
         calls = list(_queued_calls.values())
         _queued_calls.clear()
