@@ -8,6 +8,7 @@ The slow kernel that makes them deterministic is torch.emu._sleep.
 
 import contextlib
 import os
+import re
 import subprocess
 import sys
 import time
@@ -226,6 +227,43 @@ def test_a_stub_called_by_host_code_runs_after_the_queued_work(baseline_memory):
     m.fill_(1.0)
     e.fill_(128)
     assert torch.ldexp(m, e).cpu().eq(2.0**128).all()
+
+
+def test_where_is_queued_and_checks_its_arguments_at_the_call(baseline_memory):
+    # As on CUDA, where() checks, converts and sizes on the host and its kernel
+    # is queued: Hugging Face's GPT-2 masks its attention with it every layer.
+    c, a = torch.rand(64, 64) > 0.5, torch.randn(64, 64)
+    ec, ea = c.to("emu"), a.to("emu")
+    sleep_ms(100)
+    out = torch.empty(0, device="emu")
+    before = torch_emu._C._launch_counts()
+    got = [torch.where(ec, ea, torch.tensor(-1e9)), torch.where(ec, ea, 0.5), torch.where(ec, ea.double(), ea),
+           torch.where(ec, ea, ea * 2, out=out)]
+    waited = torch_emu._C._launch_counts()[2] - before[2]
+    expected = [torch.where(c, a, torch.tensor(-1e9)), torch.where(c, a, 0.5), torch.where(c, a.double(), a),
+                torch.where(c, a, a * 2)]
+    assert waited == 0
+    for g, e in zip(got, expected):
+        assert g.dtype == e.dtype and torch.equal(g.cpu(), e)
+    assert out.shape == (64, 64) and torch.equal(out.cpu(), expected[-1])
+    sleep_ms(100)  # CPU's errors, raised at the call while the stream is busy
+    for args, on_cpu in (((ec, ea, ea[:3]), (c, a, a[:3])), ((ec.float(), ea, ea), (c.float(), a, a)),
+                         ((ec, ea, ea.double()), (c, a, a.double()))):
+        with pytest.raises(RuntimeError) as cpu_error:
+            torch.where(*on_cpu, out=torch.empty(0)) if args[2].dtype == torch.double else torch.where(*on_cpu)
+        with pytest.raises(RuntimeError, match=re.escape(str(cpu_error.value))):
+            torch.where(*args, out=torch.empty(0, device="emu")) if args[2].dtype == torch.double else torch.where(*args)
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        torch.where(ec, ea, ea.to("emu:1"))
+    del got, out
+    # Captured, it replays on what its inputs hold then.
+    g = torch.emu.EmuGraph()
+    with torch.emu.graph(g):
+        y = torch.where(ec, ea, -ea)
+    ea.copy_(torch.ones(64, 64))
+    g.replay()
+    assert torch.equal(y.cpu(), torch.where(c, 1.0, -1.0))
+    del g, y
 
 
 def test_queued_kernel_reads_cpu_scalars_as_launched(baseline_memory):

@@ -33,19 +33,61 @@ namespace {
 template <typename Stub, Stub* stub, typename Fn = typename Stub::FnPtr>
 struct ToCpu;
 
+// The iterator of a stub that fills one (its first argument), when every
+// operand is emu memory; nullptr otherwise.
+template <typename First, typename... Rest>
+at::TensorIteratorBase* emu_iterator(First& first, Rest&...) {
+  if constexpr (std::is_base_of_v<at::TensorIteratorBase, std::decay_t<First>>) {
+    for (int i = 0; i < first.ntensors(); ++i) {
+      if (first.device(i).type() != c10::DeviceType::PrivateUse1) {
+        return nullptr;
+      }
+    }
+    return &first;
+  }
+  return nullptr;
+}
+
+inline size_t iterator_bytes(const at::TensorIteratorBase& iter) {
+  size_t bytes = 0;
+  for (int i = 0; i < iter.ntensors(); ++i) {
+    bytes += static_cast<size_t>(iter.numel()) * iter.element_size(i);
+  }
+  return bytes;
+}
+
 template <typename Stub, Stub* stub, typename R, typename... Args>
 struct ToCpu<Stub, stub, R (*)(Args...)> {
   static R call(Args... args) {
     if (kernel_device() >= 0) { // inside a native kernel: the usual caller
       return (*stub)(c10::DeviceType::CPU, std::forward<Args>(args)...);
     }
-    // Device-generic host code called the stub itself (a composite op: ldexp
-    // on an integer exponent). The CPU kernel reads device memory, so it runs
-    // as a kernel on the current stream, after the work queued before it.
+    // Device-generic host code called the stub itself (where(), a composite
+    // op: ldexp on an integer exponent), as CUDA's host code launches its
+    // kernel: a stub that fills an iterator over emu memory is queued on the
+    // iterator's device, its copy of the iterator keeping the operands as a
+    // queued kernel keeps tensors. Others read device memory at once, so they
+    // run as a kernel on the current stream, after the work queued before it.
+    if constexpr (std::is_void_v<R> && sizeof...(Args) > 0) {
+      if (at::TensorIteratorBase* iter = emu_iterator(args...)) {
+        kernel::queue_on(
+            iter->device(0).index(), [&] { (*stub)(c10::DeviceType::CPU, args...); },
+            [&] {
+              return [kept = std::make_tuple(kernel::keep(args)...)]() mutable {
+                std::apply([](auto&... a) { (*stub)(c10::DeviceType::CPU, kernel::borrow(a)...); }, kept);
+              };
+            },
+            kStubKernelName, iterator_bytes(*iter));
+        return;
+      }
+    }
     return kernel::run_on(
         current_device(), [&]() -> R { return (*stub)(c10::DeviceType::CPU, std::forward<Args>(args)...); },
-        kernel::NoReplay{}, "a DispatchStub's CPU kernel");
+        kernel::NoReplay{}, kStubKernelName);
   }
+
+ private:
+  static constexpr const char* kStubKernelName = "a DispatchStub's CPU kernel";
 };
 // LITERALINCLUDE END: STUB_TO_CPU
 

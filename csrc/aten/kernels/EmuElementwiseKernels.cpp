@@ -242,10 +242,12 @@ void register_elementwise_kernels(torch::Library& m) {
   m.impl("fill_.Scalar", TORCH_FN(torch_emu::fill_));
   m.impl("abs.out", TORCH_FN(at::native::abs_out));  // abs_stub: EmuCpuStubs.cpp
   m.impl("arange.start_out", TORCH_FN(arange_out));
-  // where() runs its iterator itself, so it runs as a kernel of its own.
-  m.impl("where.self", TORCH_FN(OnDevice<static_cast<at::Tensor (*)(const at::Tensor&, const at::Tensor&,
-                                                                    const at::Tensor&)>(where)>::call));
-  m.impl("where.self_out", TORCH_FN(OnDevice<&where_self_out>::call));
+  // where() checks and converts its arguments, sizes its output and builds
+  // its iterator on the host, as on CUDA; its stub's kernel is queued
+  // (EmuCpuStubs.cpp).
+  m.impl("where.self",
+         TORCH_FN(static_cast<at::Tensor (*)(const at::Tensor&, const at::Tensor&, const at::Tensor&)>(where)));
+  m.impl("where.self_out", TORCH_FN(where_self_out));
 }
 // LITERALINCLUDE END: ELEMENTWISE_REGISTER
 

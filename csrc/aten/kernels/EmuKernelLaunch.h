@@ -178,6 +178,22 @@ inline std::vector<at::Tensor> keep(at::TensorList x) {
   return keep(at::ITensorListRef(x));
 }
 
+// A TensorIterator (a DispatchStub's argument): a copy of its geometry whose
+// operands are kept as tensors are; the data pointers it computed stay
+// those of the same memory. Only for iterators over emu tensors: a kept host
+// tensor is a copy, elsewhere.
+inline at::TensorIterator keep(const at::TensorIteratorBase& iter) {
+  at::TensorIterator kept(iter);
+  for (int i = 0; i < kept.ntensors(); ++i) {
+    at::OperandInfo& op = kept.operand(i);
+    op.tensor(c10::MaybeOwned<at::TensorBase>::owned(keep(op.tensor())));
+  }
+  return kept;
+}
+inline at::TensorIterator keep(const at::TensorIterator& iter) {
+  return keep(static_cast<const at::TensorIteratorBase&>(iter));
+}
+
 template <typename T>
 T& borrow(T& x) {
   return x;
