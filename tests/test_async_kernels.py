@@ -266,6 +266,49 @@ def test_where_is_queued_and_checks_its_arguments_at_the_call(baseline_memory):
     del g, y
 
 
+@pytest.mark.parametrize("index_dtype", [torch.int64, torch.int32])
+def test_embedding_backward_is_queued_into_a_result_made_at_the_call(baseline_memory, index_dtype):
+    # CPU's embedding backward allocates its result inside; emu makes it at the
+    # call and lends its memory to the kernel (IntoResult), which is queued.
+    torch.manual_seed(0)
+    grad, indices = torch.randn(4, 7, 16), torch.randint(0, 10, (4, 7), dtype=index_dtype)
+    indices[0, :3] = 2  # repeated rows: the frequency scaling counts them
+    eg, ei = grad.to("emu"), indices.to("emu")
+    cases = [(10, -1, False), (10, 2, False), (12, -1, True), (10, 2, True)]
+    sleep_ms(100)
+    before = torch_emu._C._launch_counts()
+    got = [torch.ops.aten.embedding_dense_backward(eg.transpose(0, 1), ei.t(), *c) for c in cases]
+    waited = torch_emu._C._launch_counts()[2] - before[2]
+    assert waited == 0
+    for g, c in zip(got, cases):
+        expected = torch.ops.aten.embedding_dense_backward(grad.transpose(0, 1), indices.t(), *c)
+        assert g.shape == expected.shape and g.stride() == expected.stride() and torch.equal(g.cpu(), expected)
+    sleep_ms(100)  # CPU's errors at the call, the stream busy
+    for bad in ((eg, ei.float(), 10, -1, False), (eg, ei, -1, -1, False)):
+        on_cpu = tuple(a.cpu() if isinstance(a, torch.Tensor) else a for a in bad)
+        with pytest.raises(RuntimeError) as cpu_error:
+            torch.ops.aten.embedding_dense_backward(*on_cpu)
+        # The type's name is PyTorch's for each device (torch.FloatTensor, emuFloatType).
+        message = re.escape(str(cpu_error.value)).replace(r"torch\.FloatTensor", r"\S+")
+        with pytest.raises(RuntimeError, match=message):
+            torch.ops.aten.embedding_dense_backward(*bad)
+    del got
+    # Through autograd (nn.Embedding), and replayed by a graph on new gradients.
+    emb = torch.nn.Embedding(10, 16, padding_idx=0).to("emu")
+    emb(ei).backward(eg)
+    cpu_emb = torch.nn.Embedding(10, 16, padding_idx=0)
+    cpu_emb.load_state_dict({k: v.cpu() for k, v in emb.state_dict().items()})
+    cpu_emb(indices).backward(grad)
+    assert torch.equal(emb.weight.grad.cpu(), cpu_emb.weight.grad)
+    g = torch.emu.EmuGraph()
+    with torch.emu.graph(g):
+        w = torch.ops.aten.embedding_dense_backward(eg, ei, 10, -1, False)
+    eg.copy_(torch.ones(4, 7, 16))
+    g.replay()
+    assert torch.equal(w.cpu(), torch.ops.aten.embedding_dense_backward(torch.ones(4, 7, 16), indices, 10, -1, False))
+    del g, w, emb
+
+
 def test_queued_kernel_reads_cpu_scalars_as_launched(baseline_memory):
     x = torch.zeros(4, device="emu")
     s = torch.tensor(2.0)  # a CPU 0-dim operand

@@ -91,12 +91,15 @@ const bool cpu_allocator_installed = [] {
 
 } // namespace
 
-KernelBlocksScope::KernelBlocksScope(KernelBlocks& blocks, Mode mode) {
+// Scopes nest: a kernel that lends its result's memory (IntoResult in
+// EmuKernelFunctions.h) may itself be captured or replayed by a graph.
+KernelBlocksScope::KernelBlocksScope(KernelBlocks& blocks, Mode mode)
+    : enclosing_blocks_(tls_blocks.blocks), enclosing_mode_(tls_blocks.mode), enclosing_next_(tls_blocks.next) {
   tls_blocks = ActiveBlocks{&blocks, mode, 0};
 }
 
 KernelBlocksScope::~KernelBlocksScope() {
-  tls_blocks = ActiveBlocks{};
+  tls_blocks = ActiveBlocks{enclosing_blocks_, enclosing_mode_, enclosing_next_};
 }
 
 bool is_replayed_block(const void* ptr) {

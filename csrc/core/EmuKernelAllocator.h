@@ -38,6 +38,12 @@ class KernelBlocksScope {
   ~KernelBlocksScope();
   KernelBlocksScope(const KernelBlocksScope&) = delete;
   KernelBlocksScope& operator=(const KernelBlocksScope&) = delete;
+
+ private:
+  // The scope this one hides, restored at its end.
+  KernelBlocks* enclosing_blocks_;
+  Mode enclosing_mode_;
+  size_t enclosing_next_;
 };
 
 // Whether `ptr` is a block allocate_device lent to the kernel replaying on

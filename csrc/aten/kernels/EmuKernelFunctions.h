@@ -4,6 +4,7 @@
 #pragma once
 
 #include "aten/kernels/EmuKernelLaunch.h"
+#include "core/EmuKernelAllocator.h"
 
 namespace torch_emu {
 namespace kernel {
@@ -48,6 +49,47 @@ struct OnDevice<fn> {
   }
 };
 // LITERALINCLUDE END: ON_DEVICE
+
+// LITERALINCLUDE START: INTO_RESULT
+// A CPU function that allocates its one result inside (so OnDevice waits for
+// it), when the host knows that result's sizes and dtype from the arguments:
+// the caller allocates the result at the call, and the kernel is queued. The
+// kernel lends the result's memory to the function's first allocation of its
+// size (KernelBlocksScope, which graphs use to replay), so the function
+// writes its result in place; were it to land elsewhere, it is copied in.
+template <auto fn>
+struct IntoResult;
+
+template <typename... Args, at::Tensor (*fn)(Args...)>
+struct IntoResult<fn> {
+  static at::Tensor call(c10::DeviceIndex device, at::Tensor result, Args... args) {
+    static_assert(!draws_random_numbers<Args...>);
+    queue_on(
+        device, [&] { fill(result, args...); },
+        [&] {
+          return [kept = std::make_tuple(keep(result), keep(args)...)]() mutable {
+            std::apply([](const at::Tensor& r, auto&... a) { fill(r, borrow(a)...); }, kept);
+          };
+        },
+        kernel_name<fn>(), result.nbytes() + tensor_bytes(args...));
+    return result;
+  }
+
+ private:
+  template <typename... A>
+  static void fill(const at::Tensor& result, A&&... args) {
+    KernelBlocks lent{{{result.data_ptr(), result.nbytes()}}, result.device().index()};
+    at::Tensor made;
+    {
+      const KernelBlocksScope lend(lent, KernelBlocksScope::kReplay);
+      made = fn(std::forward<A>(args)...);
+    }
+    if (made.data_ptr() != result.data_ptr() || !made.strides().equals(result.strides())) {
+      result.copy_(made);
+    }
+  }
+};
+// LITERALINCLUDE END: INTO_RESULT
 
 // LITERALINCLUDE START: ON_HOST
 // A CPU function that insists on CPU tensors (checkBackend, or host copies it

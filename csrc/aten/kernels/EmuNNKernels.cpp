@@ -1,6 +1,7 @@
 // Native emu kernels: softmax and losses, layer and batch norm, embedding
 // backward, max pooling, dropout and CPU's fused attention (forward and
 // backward). Each was a top entry of an emu training-step profile.
+#include <ATen/TensorUtils.h>
 #include <ATen/native/cpu/mixed_data_type.h>
 #include <ATen/native/layer_norm.h>
 #include <ATen/native/transformers/attention.h>
@@ -123,6 +124,23 @@ at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mas
 }
 // LITERALINCLUDE END: DROPOUT
 
+// LITERALINCLUDE START: EMBEDDING_BACKWARD
+// CPU's embedding backward reads the indices to add up gradient rows, so it
+// runs as a kernel. Its result (zeros, num_weights rows) is allocated at the
+// call, after CPU's own check of the indices' dtype, so the kernel is queued.
+at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& indices, int64_t num_weights,
+                                    int64_t padding_idx, bool scale_grad_by_freq) {
+  const c10::DeviceIndex device = kernel::common_device(grad, indices);
+  at::checkScalarTypes("embedding_backward", at::TensorArg(indices, "indices", 2), {at::kLong, at::kInt});
+  const int64_t columns = grad.size(-1);
+  // What CPU's kernel then checks, through its at::zeros of the result.
+  TORCH_CHECK(num_weights >= 0, "zeros: Dimension size must be non-negative.");
+  at::Tensor result = at::empty({num_weights, columns}, grad.options());
+  return kernel::IntoResult<&embedding_dense_backward_cpu>::call(device, std::move(result), grad, indices,
+                                                                 num_weights, padding_idx, scale_grad_by_freq);
+}
+// LITERALINCLUDE END: EMBEDDING_BACKWARD
+
 } // namespace
 
 void register_nn_kernels(torch::Library& m) {
@@ -142,7 +160,7 @@ void register_nn_kernels(torch::Library& m) {
   // CPU's batch norm checks that its tensors are CPU tensors.
   m.impl("native_batch_norm", TORCH_FN(OnHost<&batch_norm_cpu>::call));
   m.impl("native_batch_norm_backward", TORCH_FN(OnHost<&batch_norm_backward_cpu>::call));
-  m.impl("embedding_dense_backward", TORCH_FN(OnDevice<&embedding_dense_backward_cpu>::call));
+  m.impl("embedding_dense_backward", TORCH_FN(embedding_dense_backward));
   m.impl("native_dropout", TORCH_FN(native_dropout));
   m.impl("native_dropout_backward", TORCH_FN(native_dropout_backward));
   m.impl("_scaled_dot_product_flash_attention_for_cpu",
