@@ -7,7 +7,6 @@ The slow kernel that makes them deterministic is torch.emu._sleep.
 """
 
 import contextlib
-import copy
 import os
 import re
 import subprocess
@@ -308,38 +307,6 @@ def test_embedding_backward_is_queued_into_a_result_made_at_the_call(baseline_me
     g.replay()
     assert torch.equal(w.cpu(), torch.ops.aten.embedding_dense_backward(torch.ones(4, 7, 16), indices, 10, -1, False))
     del g, w, emb
-
-
-@pytest.mark.parametrize("transposed", [False, True])
-def test_convolutions_are_queued_behind_a_busy_stream(baseline_memory, transposed):
-    # Their results are made at the call in CPU's memory format (made_in): the
-    # host waits for neither the forward nor the backward, channels last or not.
-    torch.manual_seed(0)
-    conv = torch.nn.ConvTranspose2d(4, 6, 3, padding=1) if transposed else torch.nn.Conv2d(4, 6, 3, padding=1)
-    x = torch.randn(2, 4, 9, 9)
-    for fmt in (torch.contiguous_format, torch.channels_last):
-        on_emu = copy.deepcopy(conv).to("emu", memory_format=fmt)
-        xc = x.clone(memory_format=fmt).requires_grad_()
-        xe = xc.detach().to("emu").requires_grad_()
-        sleep_ms(100)
-        before = torch_emu._C._launch_counts()
-        y = on_emu(xe)
-        y.backward(torch.ones_like(y))
-        waited = torch_emu._C._launch_counts()[2] - before[2]
-        reference = copy.deepcopy(conv).to(memory_format=fmt)
-        yc = reference(xc)
-        yc.backward(torch.ones_like(yc))
-        assert waited == 0
-        for e, c in ((y, yc), (xe.grad, xc.grad), (on_emu.weight.grad, reference.weight.grad),
-                     (on_emu.bias.grad, reference.bias.grad)):
-            assert e.stride() == c.stride()
-            torch.testing.assert_close(e.cpu(), c, rtol=1e-5, atol=1e-5)
-    # A call CPU's kernel refuses still fails at the call, with CPU's error.
-    sleep_ms(100)
-    with pytest.raises(RuntimeError) as cpu_error:
-        torch.nn.functional.conv2d(x, conv.weight.detach().double())
-    with pytest.raises(RuntimeError, match=re.escape(str(cpu_error.value))):
-        torch.nn.functional.conv2d(x.to("emu"), conv.weight.detach().double().to("emu"))
 
 
 def test_queued_kernel_reads_cpu_scalars_as_launched(baseline_memory):

@@ -62,9 +62,7 @@ void prefer_auto_launch_mode();
 // run_at_once() takes (kUnknownBytes: a kernel worth queueing).
 // `rule` kAtOnceWhenIdle: onto an idle stream the kernel runs at once
 // whatever its size, for callers that launch kernels back to back (code that
-// Inductor generates: CompileBindings.cpp) and for kernels long on arithmetic
-// that gain more from the host thread's team than from overlap
-// (convolutions: EmuConvolution.cpp).
+// Inductor generates: CompileBindings.cpp).
 constexpr size_t kUnknownBytes = SIZE_MAX;
 enum class QueueRule { kByCost, kAtOnceWhenIdle };
 void queue_kernel(const c10::Stream& stream, c10::function_ref<void()> kernel,

@@ -51,36 +51,12 @@ struct OnDevice<fn> {
 // LITERALINCLUDE END: ON_DEVICE
 
 // LITERALINCLUDE START: INTO_RESULT
-// A CPU function that allocates its results inside must be waited for: the
-// host needs their memory to return them. When the host knows their sizes,
-// strides and dtypes from the arguments, it allocates them at the call and
-// queues the kernel, which lends their memory, in order, to the function's
-// first allocations of their sizes (KernelBlocksScope, which graphs use to
-// replay), so the function writes its results in place; one that lands
-// elsewhere is copied in (settle).
-template <typename Make>
-decltype(auto) made_in(c10::ArrayRef<at::Tensor> results, Make&& make) {
-  KernelBlocks lent;
-  for (const at::Tensor& r : results) {
-    if (r.defined() && r.nbytes() > 0) {
-      lent.blocks.emplace_back(r.data_ptr(), r.nbytes());
-      lent.device = r.device().index();
-    }
-  }
-  const KernelBlocksScope lend(lent, KernelBlocksScope::kReplay);
-  return make();
-}
-
-// Copies what the function made into `result` (a tensor of the same device
-// type) unless it was made there.
-inline void settle(const at::Tensor& result, const at::Tensor& made) {
-  if (result.defined() && (made.data_ptr() != result.data_ptr() || !made.strides().equals(result.strides()))) {
-    result.copy_(made);
-  }
-}
-
-// The kernel of a function with one such result: IntoResult<fn>::call
-// (embedding_dense_backward in EmuNNKernels.cpp).
+// A CPU function that allocates its one result inside (so OnDevice waits for
+// it), when the host knows that result's sizes and dtype from the arguments:
+// the caller allocates the result at the call, and the kernel is queued. The
+// kernel lends the result's memory to the function's first allocation of its
+// size (KernelBlocksScope, which graphs use to replay), so the function
+// writes its result in place; were it to land elsewhere, it is copied in.
 template <auto fn>
 struct IntoResult;
 
@@ -102,7 +78,15 @@ struct IntoResult<fn> {
  private:
   template <typename... A>
   static void fill(const at::Tensor& result, A&&... args) {
-    settle(result, made_in({result}, [&] { return fn(std::forward<A>(args)...); }));
+    KernelBlocks lent{{{result.data_ptr(), result.nbytes()}}, result.device().index()};
+    at::Tensor made;
+    {
+      const KernelBlocksScope lend(lent, KernelBlocksScope::kReplay);
+      made = fn(std::forward<A>(args)...);
+    }
+    if (made.data_ptr() != result.data_ptr() || !made.strides().equals(result.strides())) {
+      result.copy_(made);
+    }
   }
 };
 // LITERALINCLUDE END: INTO_RESULT

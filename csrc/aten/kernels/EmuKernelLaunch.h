@@ -87,8 +87,8 @@ decltype(auto) run_on(c10::DeviceIndex device, Fn&& fn, MakeReplay&& make_replay
 // closure that replays a captured kernel, so one closure serves both.
 template <typename Fn, typename MakeOwning>
 void queue_on(c10::DeviceIndex device, Fn&& fn, MakeOwning&& make_owning, const char* what,
-              size_t bytes = kUnknownBytes, QueueRule rule = QueueRule::kByCost) {
-  queue_kernel(current_stream(device), fn, make_owning, what, bytes, rule);
+              size_t bytes = kUnknownBytes) {
+  queue_kernel(current_stream(device), fn, make_owning, what, bytes);
 }
 
 // The name a kernel made from `fn` (or structured class `Impl`) reports its
@@ -222,13 +222,6 @@ inline size_t bytes_of(const at::Tensor& t) {
 }
 inline size_t bytes_of(const std::optional<at::Tensor>& t) {
   return t.has_value() ? bytes_of(*t) : 0;
-}
-inline size_t bytes_of(at::TensorList ts) {
-  size_t total = 0;
-  for (const at::Tensor& t : ts) {
-    total += bytes_of(t);
-  }
-  return total;
 }
 template <typename T>
 size_t bytes_of(const T&) {
