@@ -7,7 +7,7 @@ Three small models (an MLP, a CNN, a transformer encoder block), each trained
 with forward, backward and an SGD step, and their compiled forward in
 inference (no_grad, eval); the model and the optimizer step are compiled with
 the default Inductor backend on each device. Prints a Markdown table of
-compiled emu/CPU time ratios (target at most 1.1×) and of the eager steps, the
+compiled emu/CPU time ratios (target at most 1.0×) and of the eager steps, the
 compiled/eager speed-up per device, and the cost of one generated kernel's
 launch: a compiled function of one kernel on 8 floats, per call. Measurement as in
 bench_foundation.py: warm-up (which also compiles), emu and CPU alternating
@@ -26,7 +26,7 @@ import torch.nn as nn
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_foundation import bench, finish, machine_info, no_sync, parse_args, row, sync_emu  # noqa: E402
 
-TARGET = 1.1  # compiled emu step / compiled CPU step, at most
+TARGET = 1.0  # compiled emu / compiled CPU, at most (issue 24: forward and training step)
 
 
 def models() -> dict:

@@ -57,6 +57,10 @@ struct OnDevice<fn> {
 // kernel lends the result's memory to the function's first allocation of its
 // size (KernelBlocksScope, which graphs use to replay), so the function
 // writes its result in place; were it to land elsewhere, it is copied in.
+// Only for functions whose result does not depend on how many threads run
+// them: queued, a kernel runs on the stream's worker and its team (one
+// thread on two cores), where CPU's runs with all of them. (Convolutions,
+// whose weight gradients split their sums among the threads, wait.)
 template <auto fn>
 struct IntoResult;
 
