@@ -33,11 +33,16 @@ namespace {
 template <typename Stub, Stub* stub, typename Fn = typename Stub::FnPtr>
 struct ToCpu;
 
-// The iterator of a stub that fills one (its first argument), when every
-// operand is emu memory; nullptr otherwise.
+// The iterator of a stub that fills one (its first argument) element by
+// element, when every operand is emu memory; nullptr otherwise. A reduction
+// is left out: queued, it would run on the stream's worker, whose team (one
+// thread on two cores) splits its sums otherwise than CPU's.
 template <typename First, typename... Rest>
 at::TensorIteratorBase* emu_iterator(First& first, Rest&...) {
   if constexpr (std::is_base_of_v<at::TensorIteratorBase, std::decay_t<First>>) {
+    if (first.num_reduce_dims() != 0) {
+      return nullptr;
+    }
     for (int i = 0; i < first.ntensors(); ++i) {
       if (first.device(i).type() != c10::DeviceType::PrivateUse1) {
         return nullptr;
