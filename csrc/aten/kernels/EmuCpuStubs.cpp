@@ -71,8 +71,9 @@ struct ToCpu<Stub, stub, R (*)(Args...)> {
     // op: ldexp on an integer exponent), as CUDA's host code launches its
     // kernel: a stub that fills an iterator over emu memory is queued on the
     // iterator's device, its copy of the iterator keeping the operands as a
-    // queued kernel keeps tensors. Others read device memory at once, so they
-    // run as a kernel on the current stream, after the work queued before it.
+    // queued kernel keeps tensors. Any other (a reduction, an iterator with a
+    // host operand, a stub with a result) runs as a kernel that waits, on the
+    // current stream after the work queued before it.
     if constexpr (std::is_void_v<R> && sizeof...(Args) > 0) {
       if (at::TensorIteratorBase* iter = emu_iterator(args...)) {
         kernel::queue_on(
