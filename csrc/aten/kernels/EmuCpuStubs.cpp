@@ -53,10 +53,12 @@ at::TensorIteratorBase* emu_iterator(First& first, Rest&...) {
   return nullptr;
 }
 
+// What the kernel reads and writes, measured as every other launch measures
+// it (kernel::bytes_of): its operands' bytes.
 inline size_t iterator_bytes(const at::TensorIteratorBase& iter) {
   size_t bytes = 0;
   for (int i = 0; i < iter.ntensors(); ++i) {
-    bytes += static_cast<size_t>(iter.numel()) * iter.element_size(i);
+    bytes += kernel::bytes_of(iter.tensor(i));
   }
   return bytes;
 }
