@@ -195,6 +195,7 @@ struct Launch {
   std::exception_ptr error;
   LauncherState launcher;
   std::vector<c10::Warning> warnings; // raised on another thread than the launcher
+  bool ran_on_launcher = false; // then it ran inside the launch call, and is done
 };
 
 // Runs on the launching thread (stream idle, or helping the stream while it
@@ -204,6 +205,7 @@ struct Launch {
 int run_kernel(void* user_data) {
   auto* launch = static_cast<Launch*>(user_data);
   if (launch->launcher.thread == std::this_thread::get_id()) {
+    launch->ran_on_launcher = true;
     const HostTeam team(launch->bytes);
     launch->error = run_as_kernel(launch->stream, launch->launcher.thread, launch->kernel);
   } else {
@@ -228,14 +230,17 @@ void name_launch_for_faults(const char* what) {
 
 // Submits `kernel` and waits for it. Waiting also makes the kernel's results
 // (and errors) visible here. A launch failure is our own kernel's exception,
-// rethrown with its type.
+// rethrown with its type. A kernel the runtime ran inside the launch call, on
+// this thread (an idle stream), is done when the call returns: there is
+// nothing to wait for, and an earlier queued kernel's failure is left to the
+// stream's next synchronisation, as any launch that does not wait leaves it.
 void run_and_wait(const c10::Stream& stream, emuStream_t native, c10::function_ref<void()> kernel,
                   const char* what, size_t bytes) {
   name_launch_for_faults(what);
   raise_queued_warnings();
   Launch launch{kernel, stream, bytes, nullptr, {}, {}};
   const emuError_t launched = emuLaunchKernel(native, &run_kernel, &launch);
-  const emuError_t synced = emuStreamSynchronize(native);
+  const emuError_t synced = launch.ran_on_launcher ? emuSuccess : emuStreamSynchronize(native);
   raise_on_this_thread(launch.warnings);
   if (launch.error) {
     std::rethrow_exception(launch.error);
