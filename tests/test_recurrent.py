@@ -12,6 +12,9 @@ import torch.nn as nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 EMU = torch.device("emu:0")
+# Whether CPU's oneDNN takes bfloat16 on this processor (ATen asks ideep; on an x86 one without
+# AVX-512 it does not, and CPU's bfloat16 LSTM steps through unfused cells).
+ONEDNN_BFLOAT16 = torch.ops.mkldnn._is_mkldnn_bf16_supported()
 
 
 def flat(out):
@@ -188,18 +191,26 @@ def test_lstm_on_onednn_equals_cpu_bit_for_bit(dtype):
     torch.manual_seed(0)
     module = nn.LSTM(3, 5, num_layers=2, bidirectional=True, batch_first=True).to(dtype)
     args = [torch.randn(3, 6, 3).to(dtype), initial_state(module, 3, dtype)]
-    assert_same(run(module, args, EMU), run(module, args, "cpu"), rtol=0, atol=0)
+    emu, cpu = run(module, args, EMU), run(module, args, "cpu")
+    if dtype == torch.bfloat16 and not ONEDNN_BFLOAT16:
+        # Neither takes oneDNN here: CPU rounds after each op of its cells, emu's fused cells once.
+        # Through two layers, both directions and six steps the roundings add up differently:
+        # a weight's gradient may be a few roundings from the exact one on either side.
+        double = [args[0].double(), tuple(t.double() for t in args[1])]
+        assert_as_accurate(emu, cpu, run(module.double(), double, "cpu"), roundings=4)
+        return
+    assert_same(emu, cpu, rtol=0, atol=0)
 
 
-def assert_as_accurate(emu, cpu, reference):
-    """Each tensor of ``emu`` is within one bfloat16 rounding of the float64
-    ``reference`` at the tensor's scale, or at least as close as CPU's."""
+def assert_as_accurate(emu, cpu, reference, roundings=1):
+    """Each tensor of ``emu`` is within ``roundings`` bfloat16 roundings of the
+    float64 ``reference`` at the tensor's scale, or at least as close as CPU's."""
     pairs = list(zip(emu["outputs"] + emu["input grads"], cpu["outputs"] + cpu["input grads"],
                      reference["outputs"] + reference["input grads"]))
     pairs += [(emu["weight grads"][n], cpu["weight grads"][n], r) for n, r in reference["weight grads"].items()]
     for e, c, r in pairs:
         error = lambda t: (t.double() - r).abs().max().item()  # noqa: E731
-        assert error(e) <= max(2 * error(c), 2**-8 * r.abs().max().item()), (error(e), error(c))
+        assert error(e) <= max(2 * error(c), roundings * 2**-8 * r.abs().max().item()), (error(e), error(c))
 
 
 @pytest.mark.parametrize("make", [lambda: nn.GRU(3, 5, 2), lambda: nn.LSTM(3, 5, proj_size=2),
@@ -336,6 +347,8 @@ def test_memory_returns_to_baseline(baseline_memory):
 def test_autocast_lstm_matches_cpu_autocast():
     """Autocast casts nn.LSTM's op to bfloat16; it then takes oneDNN, as
     CPU's autocast does (which casts each oneDNN layer)."""
+    if not ONEDNN_BFLOAT16:
+        pytest.skip("CPU's own autocast LSTM fails on this processor: its oneDNN has no bfloat16 LSTM")
     torch.manual_seed(0)
     module = nn.LSTM(3, 5, num_layers=2, bidirectional=True)
     x = torch.randn(6, 3, 3)
