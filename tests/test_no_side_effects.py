@@ -78,3 +78,29 @@ def test_a_users_own_setting_is_kept(baseline_memory):
         assert not torch.autograd.is_multithreading_enabled()
     assert torch.autograd.is_multithreading_enabled()
 # LITERALINCLUDE END: TEST_BACKWARD_THREAD
+
+
+def tls_bytes(path: str) -> int:
+    """The size of a 64-bit ELF library's thread-local block (its PT_TLS segment), 0 if none."""
+    import struct
+
+    with open(path, "rb") as f:
+        data = f.read()
+    assert data[:4] == b"\x7fELF" and data[4] == 2, f"{path} is not a 64-bit ELF file"
+    phoff, = struct.unpack_from("<Q", data, 32)
+    phentsize, phnum = struct.unpack_from("<HH", data, 54)
+    for i in range(phnum):
+        p_type, = struct.unpack_from("<I", data, phoff + i * phentsize)
+        if p_type == 7:  # PT_TLS
+            return struct.unpack_from("<Q", data, phoff + i * phentsize + 40)[0]
+    return 0
+
+
+def test_the_extension_takes_little_of_the_static_tls_reserve():
+    # The extension's thread-locals live in the static TLS block that glibc keeps for libraries
+    # loaded later (EMU_HOT_TLS, csrc/runtime/emu_runtime_tls.h): a few hundred bytes for every
+    # such library of the process. A thread-local buffer there would make loading the extension,
+    # or a library loaded after it, fail with "cannot allocate memory in static TLS block".
+    import torch_emu._C
+
+    assert 0 < tls_bytes(torch_emu._C.__file__) <= 512

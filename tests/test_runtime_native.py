@@ -77,7 +77,7 @@ def _run(cmd, env=None):
 # emu_runtime_X.h is implemented by X.cpp; emu_runtime.h by runtime.cpp and one file per concern it
 # declares; every other header is private (*_internal.h).
 CORE_API_SOURCES = {"runtime", "memory", "streams", "events", "copies", "launches"}
-INLINE_ONLY_HEADERS = {"env"}
+INLINE_ONLY_HEADERS = {"env", "tls"}
 
 
 def test_runtime_headers_and_sources_are_named_alike():

@@ -9,6 +9,7 @@
 
 #include "core/EmuException.h"
 #include "core/EmuStream.h"
+#include "runtime/emu_runtime_tls.h"
 
 namespace torch_emu {
 namespace {
@@ -22,7 +23,7 @@ struct KernelContext {
   std::thread::id launcher; // valid while device >= 0
   uint64_t queued_order = 0; // the queued kernel this thread runs
 };
-thread_local KernelContext tls_kernel;
+EMU_HOT_TLS thread_local KernelContext tls_kernel;
 // Queued launches take numbers in this order (the allocator's stream order).
 std::atomic<uint64_t> g_launch_order{0};
 

@@ -19,6 +19,7 @@
 #include "core/EmuKernelContext.h"
 #include "core/EmuStream.h"
 #include "runtime/emu_runtime_env.h"
+#include "runtime/emu_runtime_tls.h"
 #include "runtime/emu_runtime_faults.h"
 #include "runtime/emu_runtime_trace.h"
 
@@ -361,9 +362,9 @@ struct QueueViews {
   QueueViews& operator=(const QueueViews&) = delete;
 
   c10::SmallVector<std::pair<const c10::StorageImpl*, c10::Storage>, 4> views;
-  static thread_local QueueViews* tls_current;
+  static EMU_HOT_TLS thread_local QueueViews* tls_current;
 };
-thread_local QueueViews* QueueViews::tls_current = nullptr;
+EMU_HOT_TLS thread_local QueueViews* QueueViews::tls_current = nullptr;
 
 bool stream_busy(emuStream_t stream) {
   int pending = 1;

@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "core/EmuException.h"
+#include "runtime/emu_runtime_tls.h"
 
 namespace torch_emu {
 namespace {
@@ -51,7 +52,7 @@ DeviceStreams& streams_of(c10::DeviceIndex device) {
 // LITERALINCLUDE END: STREAM_POOLS
 
 // The current stream of each device, per host thread (0 = default stream).
-thread_local std::array<c10::StreamId, kMaxDevices> tls_current_stream{};
+EMU_HOT_TLS thread_local std::array<c10::StreamId, kMaxDevices> tls_current_stream{};
 
 c10::DeviceIndex resolve(c10::DeviceIndex device) {
   if (device < 0) {

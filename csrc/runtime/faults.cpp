@@ -29,7 +29,7 @@ std::mutex g_mu;
 std::vector<Fault> g_faults;  // under g_mu
 int g_next_id = 1;
 char g_lost_reason[160];      // written once, before g_device_lost is set
-thread_local const char* t_launch_name = nullptr;  // emuFaultSetLaunchName
+EMU_HOT_TLS thread_local const char* t_launch_name = nullptr;  // emuFaultSetLaunchName
 
 // LITERALINCLUDE START: FAULT_FIRES
 // A call of `kind` on `device` is made: whether the first armed fault it

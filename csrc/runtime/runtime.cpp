@@ -34,10 +34,38 @@ namespace {
 // Why initialisation failed (filled once, then read-only).
 char g_init_error[512];
 
-// A fixed buffer rather than a std::string: no allocation on error paths and
-// no thread-exit destructor.
-thread_local char t_last_error[1024];
-thread_local int t_current_device = 0;
+// This thread's last error message: a buffer made at the thread's first error
+// and freed by a pthread key at its exit, which comes after every C++
+// thread_local destructor (one may still fail a call). Not a thread_local
+// array: the variables of this library live in the static TLS block
+// (EMU_HOT_TLS), which has room for a few hundred bytes, not a kilobyte.
+constexpr size_t kErrorMessageBytes = 1024;
+
+pthread_key_t error_message_key() {
+  static const pthread_key_t key = [] {
+    pthread_key_t k{};
+    if (pthread_key_create(&k, &std::free) != 0) {
+      std::abort(); // only when the process is out of keys, at its first error
+    }
+    return k;
+  }();
+  return key;
+}
+
+// nullptr only if the buffer could not be allocated: the message is dropped.
+char* error_message_buffer() {
+  const pthread_key_t key = error_message_key();
+  auto* buffer = static_cast<char*>(pthread_getspecific(key));
+  if (buffer == nullptr) {
+    buffer = static_cast<char*>(std::calloc(1, kErrorMessageBytes));
+    if (buffer != nullptr && pthread_setspecific(key, buffer) != 0) {
+      std::free(buffer);
+      buffer = nullptr;
+    }
+  }
+  return buffer;
+}
+EMU_HOT_TLS thread_local int t_current_device = 0;
 
 const char* env_value(const char* name) {
   const char* v = std::getenv(name);
@@ -189,7 +217,9 @@ emuError_t init_slow(const char* call, bool releases) {
 emuError_t set_error(emuError_t err, const char* fmt, ...) {
   va_list args;
   va_start(args, fmt);
-  std::vsnprintf(t_last_error, sizeof(t_last_error), fmt, args);
+  if (char* buffer = error_message_buffer()) {
+    std::vsnprintf(buffer, kErrorMessageBytes, fmt, args);
+  }
   va_end(args);
   return err;
 }
@@ -276,11 +306,14 @@ const char* emuGetErrorString(emuError_t error) {
 }
 
 const char* emuGetLastErrorMessage(void) {
-  return emu::t_last_error;
+  const auto* buffer = static_cast<const char*>(pthread_getspecific(emu::error_message_key()));
+  return buffer != nullptr ? buffer : "";
 }
 
 void emuRuntimeSetErrorMessage(const char* message) {
-  std::snprintf(emu::t_last_error, sizeof(emu::t_last_error), "%s", message != nullptr ? message : "");
+  if (char* buffer = emu::error_message_buffer()) {
+    std::snprintf(buffer, emu::kErrorMessageBytes, "%s", message != nullptr ? message : "");
+  }
 }
 
 emuError_t emuRuntimeCheckDevice(const char* call, int device) {

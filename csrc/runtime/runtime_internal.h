@@ -15,6 +15,7 @@
 #include "runtime/emu_runtime_perf.h"
 #include "runtime/emu_runtime_plugin.h"
 #include "runtime/emu_runtime_trace.h"
+#include "runtime/emu_runtime_tls.h"
 
 // The native runtime's implementation of each call of the runtime table; the
 // public emu* names forward to the installed runtime (plugin.cpp).

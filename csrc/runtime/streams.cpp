@@ -31,7 +31,7 @@
 
 namespace emu {
 
-thread_local Frame* t_frames = nullptr;
+EMU_HOT_TLS thread_local Frame* t_frames = nullptr;
 thread_local std::string t_kernel_message;
 
 namespace {

@@ -140,7 +140,7 @@ struct Frame {
   uint64_t seq;
   Frame* prev;
 };
-extern thread_local Frame* t_frames;
+extern EMU_HOT_TLS thread_local Frame* t_frames;
 // What the kernel running on this thread said about its failure.
 extern thread_local std::string t_kernel_message;
 
