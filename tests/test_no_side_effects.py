@@ -4,6 +4,7 @@ And what emu changes for itself stays scoped to emu: backward of emu tensors run
 calling thread (torch_emu/backward_thread.py), every other backward as PyTorch decides."""
 
 import json
+import struct
 import threading
 
 import pytest
@@ -82,17 +83,17 @@ def test_a_users_own_setting_is_kept(baseline_memory):
 
 def tls_bytes(path: str) -> int:
     """The size of a 64-bit ELF library's thread-local block (its PT_TLS segment), 0 if none."""
-    import struct
-
     with open(path, "rb") as f:
-        data = f.read()
-    assert data[:4] == b"\x7fELF" and data[4] == 2, f"{path} is not a 64-bit ELF file"
-    phoff, = struct.unpack_from("<Q", data, 32)
-    phentsize, phnum = struct.unpack_from("<HH", data, 54)
+        header = f.read(64)
+        assert header[:4] == b"\x7fELF" and header[4] == 2, f"{path} is not a 64-bit ELF file"
+        phoff, = struct.unpack_from("<Q", header, 32)
+        phentsize, phnum = struct.unpack_from("<HH", header, 54)
+        f.seek(phoff)
+        table = f.read(phentsize * phnum)  # the program headers, not the whole library
     for i in range(phnum):
-        p_type, = struct.unpack_from("<I", data, phoff + i * phentsize)
+        p_type, = struct.unpack_from("<I", table, i * phentsize)
         if p_type == 7:  # PT_TLS
-            return struct.unpack_from("<Q", data, phoff + i * phentsize + 40)[0]
+            return struct.unpack_from("<Q", table, i * phentsize + 40)[0]
     return 0
 
 

@@ -19,8 +19,8 @@
 #include "core/EmuKernelContext.h"
 #include "core/EmuStream.h"
 #include "runtime/emu_runtime_env.h"
-#include "runtime/emu_runtime_tls.h"
 #include "runtime/emu_runtime_faults.h"
+#include "runtime/emu_runtime_tls.h"
 #include "runtime/emu_runtime_trace.h"
 
 namespace torch_emu {

@@ -29,10 +29,10 @@
 // The runtime's files follow one naming rule (tests/test_runtime_native.py
 // checks it): a topic header emu_runtime_X.h is implemented by X.cpp
 // (emu_runtime_ipc.h by ipc.cpp, emu_runtime_graphs.h by graphs.cpp...;
-// emu_runtime_env.h and emu_runtime_tls.h are inline only). This header, the core API, is implemented
-// by runtime.cpp (errors, configuration, devices) and by one file per concern
-// it declares, none with a header of its own: memory.cpp, streams.cpp,
-// events.cpp, copies.cpp and launches.cpp. Headers named *_internal.h are
+// emu_runtime_env.h and emu_runtime_tls.h are inline only). This header, the
+// core API, is implemented by runtime.cpp (errors, configuration, devices) and
+// by one file per concern it declares, none with a header of its own:
+// memory.cpp, streams.cpp, events.cpp, copies.cpp and launches.cpp. Headers named *_internal.h are
 // private to the runtime.
 #pragma once
 

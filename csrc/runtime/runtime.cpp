@@ -41,24 +41,25 @@ char g_init_error[512];
 // (EMU_HOT_TLS), which has room for a few hundred bytes, not a kilobyte.
 constexpr size_t kErrorMessageBytes = 1024;
 
-pthread_key_t error_message_key() {
-  static const pthread_key_t key = [] {
-    pthread_key_t k{};
-    if (pthread_key_create(&k, &std::free) != 0) {
-      std::abort(); // only when the process is out of keys, at its first error
-    }
-    return k;
-  }();
-  return key;
+// The key, or nullptr if the process has no key left (then messages are dropped).
+const pthread_key_t* error_message_key() {
+  static pthread_key_t key{};
+  static const bool made = pthread_key_create(&key, &std::free) == 0;
+  return made ? &key : nullptr;
 }
 
-// nullptr only if the buffer could not be allocated: the message is dropped.
+// This thread's message so far, nullptr if it never had one.
+char* existing_error_message() {
+  const pthread_key_t* key = error_message_key();
+  return key != nullptr ? static_cast<char*>(pthread_getspecific(*key)) : nullptr;
+}
+
+// nullptr only if no buffer could be made: the message is dropped.
 char* error_message_buffer() {
-  const pthread_key_t key = error_message_key();
-  auto* buffer = static_cast<char*>(pthread_getspecific(key));
-  if (buffer == nullptr) {
+  char* buffer = existing_error_message();
+  if (buffer == nullptr && error_message_key() != nullptr) {
     buffer = static_cast<char*>(std::calloc(1, kErrorMessageBytes));
-    if (buffer != nullptr && pthread_setspecific(key, buffer) != 0) {
+    if (buffer != nullptr && pthread_setspecific(*error_message_key(), buffer) != 0) {
       std::free(buffer);
       buffer = nullptr;
     }
@@ -306,7 +307,7 @@ const char* emuGetErrorString(emuError_t error) {
 }
 
 const char* emuGetLastErrorMessage(void) {
-  const auto* buffer = static_cast<const char*>(pthread_getspecific(emu::error_message_key()));
+  const char* buffer = emu::existing_error_message();
   return buffer != nullptr ? buffer : "";
 }
 
