@@ -56,6 +56,52 @@ def test_small_blocks_split_one_segment(baseline_memory):
     del xs
 
 
+# LITERALINCLUDE START: TEST_PARKED_BLOCKS
+def test_a_freed_block_serves_the_next_allocation_of_its_size_on_its_stream(baseline_memory):
+    """park_block (EmuDeviceAllocator.cpp): a freed block is kept as it is for
+    the next allocation of the same rounded size on the same stream."""
+    first, second = torch.emu.Stream(), torch.emu.Stream()  # segments of their own
+    with torch.emu.stream(first):
+        x = torch.empty(1024, dtype=torch.uint8, device="emu")
+        keep = torch.empty(1024, dtype=torch.uint8, device="emu")
+        where = x.data_ptr()
+        del x
+        y = torch.empty(1000, dtype=torch.uint8, device="emu")  # rounded up to 1024
+        assert y.data_ptr() == where
+        del y
+    with torch.emu.stream(second):  # never another stream's block, parked or not
+        z = torch.empty(1024, dtype=torch.uint8, device="emu")
+        assert z.data_ptr() != where
+    del z, keep
+
+
+def test_parked_blocks_are_merged_for_whoever_reads_the_pools(baseline_memory):
+    """The statistics, the segments and empty_cache see freed blocks merged
+    with their free neighbours, as if no block had been parked."""
+    base = _stats()
+
+    def grew(name):
+        return _stats()[name] - base[name]
+
+    with torch.emu.stream(torch.emu.Stream()):  # a segment of its own
+        xs = [torch.empty(1024, dtype=torch.uint8, device="emu") for _ in range(8)]
+        assert grew("inactive_split.small_pool.current") == 1  # the segment's rest
+        del xs[0]  # freed while its neighbour is in use: a cached split block of its own
+        assert grew("inactive_split.small_pool.current") == 2
+        assert grew("inactive_split_bytes.small_pool.current") == 2 * MiB - 7 * 1024
+        assert grew("active_bytes.small_pool.current") == 7 * 1024
+        del xs  # more frees than parking slots: all merge into one whole segment
+        assert grew("inactive_split.small_pool.current") == 0
+        assert grew("active.small_pool.current") == 0
+        assert grew("reserved_bytes.small_pool.current") == 2 * MiB
+        y = torch.empty(1024, dtype=torch.uint8, device="emu")
+        del y  # parked, and still released by empty_cache
+    torch.emu.empty_cache()
+    assert grew("reserved_bytes.all.current") <= 0
+    assert grew("segment.small_pool.current") <= 0
+# LITERALINCLUDE END: TEST_PARKED_BLOCKS
+
+
 def test_empty_cache_releases_reserved_memory(baseline_memory):
     x = torch.empty(64 * MiB, dtype=torch.uint8, device="emu")
     free_with = torch.emu.mem_get_info()[0]

@@ -106,16 +106,21 @@ void insert_block(BlockPool& pool, Block* block, BlockPool::node_type& node) {
 }
 
 // LITERALINCLUDE START: DEVICE_ALLOCATOR_FREE
-// A block nobody uses any more goes back to its pool, merged with free
-// neighbours so that the segment can become whole again (and be released).
-void return_to_pool(DeviceCache& dc, Block* block) {
-  const size_t size = block->size;
-  const size_t requested = block->requested_size;
-  if (C10_UNLIKELY(dc.max_entries > 0)) {
-    record_trace(dc, TraceEntry::FREE_COMPLETED, block->ptr, size, block->stream, pool_id(block), nullptr);
-  }
-  BlockPool& pool = dc.pool(block->small, block->pool);
+// A block nobody uses any more stops counting as active...
+void count_inactive(DeviceCache& dc, Block* block) {
+  auto& stats = dc.stats;
+  update_stat(stats.active, block->small, -1);
+  update_stat(stats.active_bytes, block->small, -static_cast<int64_t>(block->size));
+  update_stat(stats.requested_bytes, block->small, -static_cast<int64_t>(block->requested_size));
+  block->requested_size = 0;
+  block->context.reset();
   block->freed_at = stream_order_now();
+}
+
+// ...and goes back to its pool, merged with free neighbours so that the
+// segment can become whole again (and be released).
+void merge_into_pool(DeviceCache& dc, Block* block) {
+  BlockPool& pool = dc.pool(block->small, block->pool);
   // inactive_split counts cached blocks that are only part of a segment.
   int64_t split_blocks = 0;
   int64_t split_bytes = 0;
@@ -147,18 +152,75 @@ void return_to_pool(DeviceCache& dc, Block* block) {
     split_blocks += 1;
     split_bytes += static_cast<int64_t>(block->size);
   }
-  block->requested_size = 0;
-  block->context.reset();
   insert_block(pool, block, node);
+  update_stat(dc.stats.inactive_split, block->small, split_blocks);
+  update_stat(dc.stats.inactive_split_bytes, block->small, split_bytes);
+}
 
-  auto& stats = dc.stats;
-  update_stat(stats.inactive_split, block->small, split_blocks);
-  update_stat(stats.inactive_split_bytes, block->small, split_bytes);
-  update_stat(stats.active, block->small, -1);
-  update_stat(stats.active_bytes, block->small, -static_cast<int64_t>(size));
-  update_stat(stats.requested_bytes, block->small, -static_cast<int64_t>(requested));
+void return_to_pool(DeviceCache& dc, Block* block) {
+  if (C10_UNLIKELY(dc.max_entries > 0)) {
+    record_trace(dc, TraceEntry::FREE_COMPLETED, block->ptr, block->size, block->stream, pool_id(block), nullptr);
+  }
+  count_inactive(dc, block);
+  merge_into_pool(dc, block);
 }
 // LITERALINCLUDE END: DEVICE_ALLOCATOR_FREE
+
+// LITERALINCLUDE START: DEVICE_ALLOCATOR_PARKED
+// What eager code does all the time: an op frees a temporary and the next
+// one allocates a tensor of the same size on the same stream. Merging the
+// freed block into its pool and splitting it out again costs two tree
+// searches, two node moves and four statistics more each way, a third of
+// the allocator's time per op. So a freed block of the default pools is
+// parked as it is, in one of a few slots of its device, and an allocation of
+// the same rounded size on the same stream takes it back. Anything else
+// first merges the parked blocks into their pools: a miss, emptyCache, and
+// every reader of the pools and statistics (CacheLock). Pools, segments
+// and the current statistics are thus those of eager merging; only the peak
+// of inactive_split can be lower, since a parked block never counted in it.
+bool park_block(DeviceCache& dc, Block* block) {
+  if (block->pool != nullptr || C10_UNLIKELY(dc.max_entries > 0) ||
+      dc.parked_count == DeviceCache::kParkedSlots) {
+    return false;
+  }
+  count_inactive(dc, block);
+  block->parked = true;
+  dc.parked[dc.parked_count++] = block;
+  return true;
+}
+
+// A parked block of exactly `size` on `stream` (newest first), or nullptr.
+// As take_cached, a queued kernel only takes blocks freed before its launch.
+Block* take_parked(DeviceCache& dc, const c10::Stream& stream, size_t size) {
+  for (int i = dc.parked_count - 1; i >= 0; --i) {
+    Block* block = dc.parked[i];
+    if (block->size != size || block->stream != stream) {
+      continue;
+    }
+    const uint64_t launched_at = queued_kernel_launch_order();
+    if (launched_at != 0 && block->freed_at >= launched_at) {
+      return nullptr;
+    }
+    std::copy(dc.parked + i + 1, dc.parked + dc.parked_count, dc.parked + i);
+    dc.parked_count -= 1;
+    block->parked = false;
+    return block;
+  }
+  return nullptr;
+}
+
+} // namespace
+
+void merge_parked(DeviceCache& dc) {
+  while (dc.parked_count > 0) {
+    Block* block = dc.parked[--dc.parked_count];
+    block->parked = false;
+    merge_into_pool(dc, block);
+  }
+}
+// LITERALINCLUDE END: DEVICE_ALLOCATOR_PARKED
+
+namespace {
 
 // LITERALINCLUDE START: DEVICE_ALLOCATOR_RECORD_STREAM
 // A freed block that other streams used (recordStream) may still be read or
@@ -180,9 +242,9 @@ void record_events(DeviceCache& dc, Block* block) {
   block->stream_uses.clear();
 }
 
-// Polled (never waited for) at every allocation, free and emptyCache.
 } // namespace
 
+// Polled (never waited for) at every allocation, free and emptyCache.
 void process_events(DeviceCache& dc) {
   auto& pending = dc.pending_events;
   for (size_t i = 0; i < pending.size();) {
@@ -208,6 +270,7 @@ namespace {
 // What emptyCache() and an out-of-memory retry release: the default pools and
 // the pools nobody uses any more.
 void release_cached_segments(DeviceCache& dc) {
+  merge_parked(dc);
   process_events(dc);
   release_pool_segments(dc, nullptr);
   std::vector<c10::MempoolId_t> unused;
@@ -361,19 +424,14 @@ BlockPool::node_type take_from_oom_pools(DeviceCache& dc, const c10::Stream& str
 }
 
 // LITERALINCLUDE START: DEVICE_ALLOCATOR_MALLOC
-// Serves `nbytes` on `stream`: best fit among the cached blocks of that stream
-// in the routed pool (only they are safe to reuse without synchronisation),
-// else a new segment; the block is split when what remains is worth keeping.
-// Out of memory: raises if `raise_oom_error`, else returns nullptr.
-Block* malloc_block(DeviceCache& dc, size_t nbytes, c10::Stream stream,
-                    const std::shared_ptr<c10::GatheredContext>& context, bool raise_oom_error) {
-  CacheLock guard(dc);
-  process_events(dc);
-  const size_t size = round_size(nbytes);
-  const bool small = size <= kSmallSize;
-  PrivatePool* private_pool = routed_pool(dc, stream);
+// Takes `size` bytes on `stream` from the pools: best fit among the cached
+// blocks of that stream in the routed pool (only they are safe to reuse
+// without synchronisation), else a new segment; the block is split when what
+// remains is worth keeping. nullptr when out of memory.
+Block* take_from_pools(DeviceCache& dc, size_t size, bool small, const c10::Stream& stream,
+                       PrivatePool* private_pool, const std::shared_ptr<c10::GatheredContext>& context) {
+  merge_parked(dc); // the pools as eager merging leaves them
   BlockPool& pool = dc.pool(small, private_pool);
-
   BlockPool::node_type node = take_cached(pool, stream, size, small);
   Block* block = node ? node.value() : new_segment(dc, stream, size, small, private_pool, context);
   if (block == nullptr && private_pool == nullptr) {
@@ -381,12 +439,8 @@ Block* malloc_block(DeviceCache& dc, size_t nbytes, c10::Stream stream,
     block = node ? node.value() : nullptr;
   }
   if (block == nullptr) {
-    if (!raise_oom_error) {
-      return nullptr;
-    }
-    raise_oom(dc, size, stream);
+    return nullptr;
   }
-
   auto& stats = dc.stats;
   const bool was_split = block->is_split();
   const size_t remaining = block->size - size;
@@ -414,7 +468,31 @@ Block* malloc_block(DeviceCache& dc, size_t nbytes, c10::Stream stream,
     update_stat(stats.inactive_split, small, -1);
     update_stat(stats.inactive_split_bytes, small, -static_cast<int64_t>(block->size));
   }
+  return block;
+}
 
+// Serves `nbytes` on `stream`: a parked block of that size, else one from the
+// pools. Out of memory: raises if `raise_oom_error`, else returns nullptr.
+Block* malloc_block(DeviceCache& dc, size_t nbytes, c10::Stream stream,
+                    const std::shared_ptr<c10::GatheredContext>& context, bool raise_oom_error) {
+  dc.mutex.lock();
+  CacheLock guard(dc, std::adopt_lock); // parked blocks stay parked
+  process_events(dc);
+  const size_t size = round_size(nbytes);
+  const bool small = size <= kSmallSize;
+  PrivatePool* private_pool = routed_pool(dc, stream);
+  Block* block = private_pool == nullptr ? take_parked(dc, stream, size) : nullptr;
+  if (block == nullptr) {
+    block = take_from_pools(dc, size, small, stream, private_pool, context);
+  }
+  if (block == nullptr) {
+    if (!raise_oom_error) {
+      return nullptr;
+    }
+    raise_oom(dc, size, stream);
+  }
+
+  auto& stats = dc.stats;
   block->allocated = true;
   block->requested_size = nbytes;
   update_stat(stats.allocation, small, 1);
@@ -531,7 +609,9 @@ void EmuDeviceAllocator::free(void* ptr) {
                  pool_id(block), std::move(context));
   }
   if (block->stream_uses.empty()) {
-    return_to_pool(dc, block);
+    if (!park_block(dc, block)) {
+      return_to_pool(dc, block);
+    }
   } else {
     record_events(dc, block);
   }

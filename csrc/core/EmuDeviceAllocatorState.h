@@ -42,6 +42,7 @@ struct Block {
   PrivatePool* pool; // the private pool of the segment; nullptr: default pools
   size_t requested_size = 0; // what the caller asked for (before rounding)
   bool allocated = false;
+  bool parked = false; // freed, kept out of its pool for a same-size reuse (park_block)
   int event_count = 0; // events still to complete before reuse
   uint64_t freed_at = 0; // cached since this point of launch order (stream_order_now())
   // From recordStream: a few streams at most. Not a hash set, whose empty
@@ -54,8 +55,9 @@ struct Block {
   bool is_split() const {
     return prev != nullptr || next != nullptr;
   }
+  // In its pool: free, and neither waiting for events nor parked.
   bool is_cached() const {
-    return !allocated && event_count == 0;
+    return !allocated && event_count == 0 && !parked;
   }
 };
 
@@ -136,15 +138,28 @@ struct DeviceCache {
   std::string runtime_refusal;
   // A Block object kept for the next split (new_block, drop_block).
   Block* spare_block = nullptr;
+  // Freed blocks parked for a same-size reuse (park_block), newest last.
+  static constexpr int kParkedSlots = 4;
+  Block* parked[kParkedSlots] = {};
+  int parked_count = 0;
   // The live allocations of this device, by data pointer. Under this mutex,
   // not one of their own: an allocation and a free then take one lock each.
   ska::flat_hash_map<void*, Block*> allocated;
 };
 
+void merge_parked(DeviceCache& dc);
+
 // dc.mutex, held for a scope; segments given up inside it are freed after.
+// Taken this way, it first merges the parked blocks into their pools, so that
+// whatever reads the pools or the statistics sees them as eager merging
+// leaves them; adopted (the allocation and free paths), it does not.
 class CacheLock {
  public:
-  explicit CacheLock(DeviceCache& dc) : dc_(dc), lock_(dc.mutex) {}
+  explicit CacheLock(DeviceCache& dc) : dc_(dc), lock_(dc.mutex) {
+    if (dc.parked_count > 0) {
+      merge_parked(dc);
+    }
+  }
   CacheLock(DeviceCache& dc, std::adopt_lock_t) : dc_(dc), lock_(dc.mutex, std::adopt_lock) {}
   ~CacheLock();
   CacheLock(const CacheLock&) = delete;
