@@ -116,6 +116,42 @@ def test_device_interface_delegates_to_torch_emu():
     di.set_device(0)
 
 
+# LITERALINCLUDE START: TEST_EMPTY_STRIDED_BINDING
+def test_generated_buffers_are_allocated_as_the_emu_operator_does(baseline_memory):
+    """_empty_strided (CompileBindings.cpp): the wrapper's buffers without the
+    dispatch, the same tensors as torch.empty_strided on emu, clear errors."""
+    from torch_emu._C import _empty_strided
+
+    t = _empty_strided((2, 3), (1, 2), torch.float16, 1)
+    reference = torch.empty_strided((2, 3), (1, 2), dtype=torch.float16, device="emu:1")
+    assert (t.device, t.dtype, t.shape, t.stride()) == (reference.device, reference.dtype, reference.shape,
+                                                        reference.stride())
+    assert t.untyped_storage().nbytes() == reference.untyped_storage().nbytes() and not t.requires_grad
+    with torch.emu.device(1):
+        assert _empty_strided((4,), (1,), torch.float32, -1).device == torch.device("emu:1")  # the current one
+    assert _empty_strided((0, 5), (5, 1), torch.int64, 0).numel() == 0
+    torch.use_deterministic_algorithms(True)  # filled as the operator fills
+    try:
+        assert _empty_strided((3,), (1,), torch.float32, 0).isnan().all()
+    finally:
+        torch.use_deterministic_algorithms(False)
+    del t, reference
+
+    for bad, error, match in [
+        (([2], (1,), torch.float32, 0), TypeError, "size must be a tuple of ints, not list"),
+        (((2.0,), (1,), torch.float32, 0), TypeError, "tuple of ints, not of float"),
+        (((2, 3), (1,), torch.float32, 0), ValueError, "2 sizes but 1 strides"),
+        (((2,), (1,), "float32", 0), TypeError, "dtype must be a torch.dtype"),
+        (((-2,), (1,), torch.float32, 0), RuntimeError, "negative dimension -2"),
+        (((2,), (1,), torch.float32), TypeError, "takes 4 arguments, got 3"),
+        (((2,), (1,), torch.float32, 9), torch.AcceleratorError, "Invalid device emu:9"),
+        (((2,), (1,), torch.float32, -5), torch.AcceleratorError, "Invalid device emu:-5"),
+    ]:
+        with pytest.raises(error, match=match):
+            _empty_strided(*bad)
+# LITERALINCLUDE END: TEST_EMPTY_STRIDED_BINDING
+
+
 def test_generated_code_is_emu_code(baseline_memory):
     def f(x, w):
         return torch.relu(x @ w).sin() + 1
@@ -125,10 +161,12 @@ def test_generated_code_is_emu_code(baseline_memory):
     assert out.device == torch.device("emu:0")
     torch.testing.assert_close(out.cpu(), f(x, w), **TOL)
     torch.testing.assert_close(out, f(x.to("emu"), w.to("emu")), **TOL)
-    assert "from torch_emu._C import _launch" in code
+    assert "from torch_emu._C import _empty_strided, _launch" in code
     assert "_launch(0, cpp_fused_" in code  # a generated C++ kernel, run as device work
     assert "extern_kernels.mm(" in code  # the emu mm operator
-    assert "device='emu:0'" in code and "= empty_strided_cpu(" not in code
+    # Buffers by emu's direct allocation on the graph's device, never on CPU.
+    assert "= _empty_strided((8, 4), (4, 1), torch.float32, 0)" in code
+    assert "= empty_strided(" not in code and "= empty_strided_cpu(" not in code
     del out
 
 
@@ -327,7 +365,7 @@ def test_backend_named_emu(baseline_memory):
     counter = CompileCounterWithBackend("emu")
     out, (code,) = run_and_get_code(torch.compile(model, backend=counter), x.to("emu"))
     assert counter.frame_count == 1 and out.device == torch.device("emu:0")
-    assert "from torch_emu._C import _launch" in code  # emu's wrapper, not CPU's
+    assert "from torch_emu._C import _empty_strided, _launch" in code  # emu's wrapper, not CPU's
     torch.testing.assert_close(out.cpu(), mlp(x), **TOL)
     tuned = torch.compile(to(mlp, "emu"), backend="emu", mode="max-autotune-no-cudagraphs")(x.to("emu"))
     torch.testing.assert_close(tuned.cpu(), mlp(x), **TOL)

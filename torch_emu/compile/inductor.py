@@ -45,16 +45,26 @@ class _LaunchKernelCalls:
         self.writeline(f"_launch({', '.join([str(index), kernel_name, *call_args])}, name={kernel_name!r})")
 
     def make_allocation(self, name, device, dtype, shape, stride, allocation_shape=None, is_pinned=False):
-        # PythonWrapperCodegen allocates on device='emu', the current device;
-        # the graph's buffers belong on the device it was compiled for.
-        line = super().make_allocation(name, device, dtype, shape, stride, allocation_shape, is_pinned)
-        if device.type == "emu" and device.index is not None:
-            line = line.replace("device='emu'", f"device='{device}'", 1)
+        if device.type != "emu" or config.test_configs.track_memory_lifecycle:
+            return super().make_allocation(name, device, dtype, shape, stride, allocation_shape, is_pinned)
+        # For a device it does not know, PythonWrapperCodegen writes
+        # torch.empty_strided(..., device='emu'): about 2 µs of argument
+        # parsing and dispatch per buffer. emu's direct allocation
+        # (_empty_strided, CompileBindings.cpp) is what empty_strided_cpu and
+        # empty_strided_cuda are to those devices; the buffer goes on the
+        # device the graph was compiled for (-1: the current one).
+        shape_code = self.codegen_python_shape_tuple(shape)
+        allocation_code = self.codegen_python_shape_tuple(shape if allocation_shape is None else allocation_shape)
+        stride_code = self.codegen_python_shape_tuple(stride)
+        index = -1 if device.index is None else device.index
+        line = f"{name} = _empty_strided({allocation_code}, {stride_code}, {dtype}, {index})"
+        if allocation_code != shape_code:
+            line += f".as_strided({shape_code}, {stride_code})"
         return line
 
     def write_header(self) -> None:
         super().write_header()
-        self.imports.writeline("from torch_emu._C import _launch")
+        self.imports.writeline("from torch_emu._C import _empty_strided, _launch")
 # LITERALINCLUDE END: KERNEL_LAUNCH
 
 
