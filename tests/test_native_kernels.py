@@ -249,6 +249,32 @@ def test_indexing():
     check(lambda a, b: torch.cat([a, b.double()]), [x, x], native=False)  # mixed dtypes: CPU's rules
 
 
+# LITERALINCLUDE START: TEST_GATHER_EXPANDED_INDEX
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int64])
+def test_gather_along_an_expanded_index_matches_cpu(dtype, baseline_memory):
+    """gather_on_emu (EmuCpuStubs.cpp): the row kernel CPU uses for an
+    expanded index along dim 0, and the general one otherwise (half, integer,
+    another dim, a non-contiguous source, an index with a stride above 1)."""
+    x = inputs((40, 3, 5), dtype=dtype)[0]
+    rows = torch.tensor([7, 0, 39, 7, 12, 3])
+    pairs = torch.stack([rows, rows.flip(0)], 1)  # (6, 2), strides (2, 1)
+    columns = rows % 3
+    cases = [
+        lambda x, r, p, c: x.gather(0, r[:, None, None].expand(6, 3, 5)),  # strides (1, 0, 0): rows
+        lambda x, r, p, c: x.gather(0, r[:, None, None].expand(6, 3, 5)[:4]),  # fewer rows
+        lambda x, r, p, c: x.gather(0, r[:, None, None].expand(6, 2, 5)),  # index narrower than x on dim 1
+        lambda x, r, p, c: x.transpose(1, 2).gather(0, r[:, None, None].expand(6, 5, 3)),  # non-contiguous x
+        lambda x, r, p, c: x.gather(0, p[:, :, None].expand(6, 2, 5)),  # an index stride of 2
+        lambda x, r, p, c: x.gather(1, c[:, None, None].expand(6, 3, 5)),  # along dim 1
+        lambda x, r, p, c: x.gather(0, r[:0, None, None].expand(0, 3, 5)),  # empty
+    ]
+    for case in cases:
+        check(case, [x, rows, pairs, columns])
+    with pytest.raises(RuntimeError, match="index 40 is out of bounds for dimension 0 with size 40"):
+        x.to("emu").gather(0, torch.tensor([1, 40], device="emu")[:, None, None].expand(2, 3, 5)).cpu()
+# LITERALINCLUDE END: TEST_GATHER_EXPANDED_INDEX
+
+
 # LITERALINCLUDE START: TEST_INTEGER_INDEX
 @pytest.mark.launch_mode
 def test_integer_indexing_is_a_native_kernel(baseline_memory):

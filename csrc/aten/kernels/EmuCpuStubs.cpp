@@ -99,6 +99,38 @@ struct ToCpu<Stub, stub, R (*)(Args...)> {
 };
 // LITERALINCLUDE END: STUB_TO_CPU
 
+// LITERALINCLUDE START: GATHER_EXPANDED_INDEX
+// gather along dim 0 with an expanded index (x.gather(0, i[:, None].expand(n,
+// m)), how top-k selection and graph networks pick rows) has a CPU kernel of
+// its own that copies whole rows. ATen's gather takes it only for CPU
+// tensors (its can_use_expanded_index_path checks the device), so on emu
+// the general kernel ran, at 64x64 four times CPU's time. Inside an emu
+// kernel the stub takes the row kernel under CPU's conditions; the result is
+// the same copy either way.
+bool gathers_expanded_index(const at::Tensor& result, int64_t dim, const at::Tensor& index,
+                            const at::Tensor& self) {
+  const at::ScalarType type = result.scalar_type();
+  if (dim != 0 || !c10::isFloatingType(type) || type == at::kHalf || result.numel() == 0 ||
+      index.numel() == 0 || self.numel() == 0 || result.dim() == 0 || index.dim() == 0 || self.dim() == 0) {
+    return false;
+  }
+  for (int64_t d = 1; d < index.dim(); ++d) {
+    if (self.size(d) != index.size(d) || index.stride(d) > 1) {
+      return false;
+    }
+  }
+  return index.stride(0) == 1 && self.is_contiguous() && result.is_contiguous();
+}
+
+void gather_on_emu(const at::Tensor& result, const at::Tensor& self, int64_t dim, const at::Tensor& index) {
+  if (kernel_device() >= 0 && gathers_expanded_index(result, dim, index, self)) {
+    at::native::gather_expanded_index_stub(c10::DeviceType::CPU, result, self, index);
+    return;
+  }
+  ToCpu<decltype(at::native::gather_stub), &at::native::gather_stub>::call(result, self, dim, index);
+}
+// LITERALINCLUDE END: GATHER_EXPANDED_INDEX
+
 } // namespace
 } // namespace torch_emu
 
@@ -306,7 +338,7 @@ EMU_STUB_TO_CPU(aminmax_allreduce_stub)
 // Indexing, gather and scatter.
 EMU_STUB_TO_CPU(index_put_with_sort_stub)
 EMU_STUB_TO_CPU(index_put_with_sort_quantized_stub)
-EMU_STUB_TO_CPU(gather_stub)
+REGISTER_PRIVATEUSE1_DISPATCH(gather_stub, &torch_emu::gather_on_emu)
 EMU_STUB_TO_CPU(scatter_stub)
 EMU_STUB_TO_CPU(scatter_fill_stub)
 EMU_STUB_TO_CPU(scatter_add_stub)
