@@ -366,6 +366,27 @@ def test_each_branch_of_the_launch_rule(baseline_memory):
 # LITERALINCLUDE END: TEST_RUN_AT_ONCE
 
 
+# LITERALINCLUDE START: TEST_LOOKUP_COST
+def test_a_few_rows_of_a_large_table_are_a_small_kernel(baseline_memory):
+    """picks_rows (EmuKernelLaunch.h): a lookup costs what it writes, twice,
+    and its indices, whatever the size of the table it reads rows of."""
+    mode = torch_emu._C._launch_mode()
+    if mode == "blocking":
+        pytest.skip("blocking launch mode: every launch waits")
+    table = torch.randn(4096, 64, device="emu")  # 1 MiB, far above the small-kernel line
+    rows = torch.tensor([3, 4000, 17], device="emu")
+    many = torch.randint(0, 4096, (2048,), device="emu")  # 512 KiB of rows
+    torch.emu.synchronize()
+    small = (1, 0) if mode == "queued" else (0, 1)
+    for lookup in (lambda: table.index_select(0, rows), lambda: table.gather(0, rows[:, None].expand(3, 64)),
+                   lambda: table[rows], lambda: torch.nn.functional.embedding(rows, table)):
+        assert _launches(lookup) == small
+    assert _launches(lambda: table.index_select(0, many)) == ((0, 1) if mode == "auto" else (1, 0))
+    torch.emu.synchronize()
+    torch.testing.assert_close(table.index_select(0, many).cpu(), table.cpu().index_select(0, many.cpu()))
+# LITERALINCLUDE END: TEST_LOOKUP_COST
+
+
 @pytest.mark.skipif(torch.get_num_threads() < 2, reason="needs a kernel with OpenMP threads")
 def test_scratch_allocated_on_a_kernels_openmp_threads_keeps_stream_order(baseline_memory):
     """Attention's backward allocates device memory on its OpenMP threads,

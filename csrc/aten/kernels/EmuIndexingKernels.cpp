@@ -13,6 +13,10 @@
 #include "aten/kernels/EmuKernel.h"
 #include "aten/kernels/EmuNativeKernels.h"
 
+// gather reads of its input only the elements its index picks.
+template <>
+inline constexpr bool torch_emu::kernel::picks_rows<at::native::structured_gather_out> = true;
+
 namespace torch_emu {
 namespace {
 
@@ -67,7 +71,14 @@ at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& i
     sizes[dim] = index.numel();
   }
   at::Tensor result = at::empty(sizes, self.options());
-  OnDevice<&index_select_kernel>::call(self, dim, index, result);
+  kernel::queue_on(
+      self.device().index(), [&] { index_select_kernel(self, dim, index, result); },
+      [&]() -> std::function<void()> {
+        return [self = kernel::keep(self), dim, index = kernel::keep(index), result = kernel::keep(result)]() mutable {
+          index_select_kernel(self, dim, index, result);
+        };
+      },
+      "index_select", 2 * result.nbytes() + index.nbytes()); // reads as many rows as it writes
   return result;
 }
 // LITERALINCLUDE END: INDEX_SELECT

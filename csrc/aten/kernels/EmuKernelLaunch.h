@@ -232,6 +232,14 @@ size_t tensor_bytes(const Args&... args) {
   return (size_t{0} + ... + bytes_of(args));
 }
 
+// A kernel that picks rows of its first operand (gather, index_select, x[i])
+// reads of it as many bytes as it writes, not the whole table: a lookup of a
+// few rows in a large embedding is a short kernel. Such a structured kernel's
+// file says so by setting this for its class (cat, x[i] and index_select
+// count their bytes where they launch).
+template <typename Impl>
+inline constexpr bool picks_rows = false;
+
 // Emu tensors become host aliases, everything else passes through. (One
 // function with `if constexpr`, not overloads: a template overload would win
 // for a non-const `at::Tensor&` and pass it through unaliased.)

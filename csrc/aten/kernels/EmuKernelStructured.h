@@ -397,6 +397,17 @@ struct Structured<Impl, N, void (Base::*)(Self, Rest...)> {
         out, args...);
   }
 
+  // What a functional kernel reads and writes: its outputs and operands, or
+  // for one that picks rows of `self`, its outputs twice and the rest.
+  template <typename S, typename... R>
+  static size_t functional_bytes(const NewOutputs<Impl, N>& op, const S& self, const R&... rest) {
+    if constexpr (picks_rows<Impl>) {
+      return 2 * op.nbytes() + tensor_bytes(rest...);
+    } else {
+      return op.nbytes() + tensor_bytes(self, rest...);
+    }
+  }
+
   // meta() allocates the outputs on emu: the kernel only fills them, so it is
   // queued. It runs on the emu tensors as they are or, when CPU's kernel
   // would take another path for them, on host aliases of them all.
@@ -408,14 +419,14 @@ struct Structured<Impl, N, void (Base::*)(Self, Rest...)> {
       queue_on(
           device, [&] { impl_into(op, self, rest...); },
           [&] { return replay_functional(outputs_of(op, std::make_index_sequence<N>()), self, rest...); },
-          kernel_name<Impl>(), op.nbytes() + tensor_bytes(self, rest...));
+          kernel_name<Impl>(), functional_bytes(op, self, rest...));
     } else {
       auto kernel = [&] { known_on_host(outputs_of(op, std::make_index_sequence<N>()), self, rest...); };
       auto make_owning = [&] { return replay_on_host(outputs_of(op, std::make_index_sequence<N>()), self, rest...); };
       if (promotes_integers_to_float(op)) {
         run_on(device, kernel, make_owning, kernel_name<Impl>());
       } else {
-        queue_on(device, kernel, make_owning, kernel_name<Impl>(), op.nbytes() + tensor_bytes(self, rest...));
+        queue_on(device, kernel, make_owning, kernel_name<Impl>(), functional_bytes(op, self, rest...));
       }
     }
     return take_outputs(op, std::make_index_sequence<N>());
