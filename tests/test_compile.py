@@ -152,6 +152,24 @@ def test_generated_buffers_are_allocated_as_the_emu_operator_does(baseline_memor
 # LITERALINCLUDE END: TEST_EMPTY_STRIDED_BINDING
 
 
+def test_launch_binding_arguments(baseline_memory):
+    """_launch (CompileBindings.cpp) parses its arguments itself: named errors
+    for bad ones, and a Python fn's result and exceptions pass through."""
+    from torch_emu._C import _launch
+
+    assert _launch(-1, lambda a, b: a + b, 2, 3) == 5
+    assert _launch(1, lambda: torch.emu.current_device()) == 1  # the kernel runs on its device
+    for bad, error, match in [
+        ((0,), TypeError, "takes at least 2 arguments, got 1"),
+        (("0", print), TypeError, "device must be an int, not str"),
+        ((9, print), torch.AcceleratorError, "Invalid device emu:9"),
+    ]:
+        with pytest.raises(error, match=match):
+            _launch(*bad)
+    with pytest.raises(ZeroDivisionError):
+        _launch(0, lambda: 1 / 0)
+
+
 def test_generated_code_is_emu_code(baseline_memory):
     def f(x, w):
         return torch.relu(x @ w).sin() + 1

@@ -31,7 +31,7 @@ using QueuedEntry = void (*)(const uint64_t*);
 // Looked up once per kernel (under the GIL) in the shared library its Python
 // entry came from; nullptr for a kernel without one. The map keeps each
 // function alive, so that its address keeps naming it.
-QueuedEntry queued_entry_of(const py::function& fn) {
+QueuedEntry queued_entry_of(py::handle fn) {
   static auto* entries = new std::unordered_map<PyObject*, std::pair<py::object, QueuedEntry>>();
   if (auto it = entries->find(fn.ptr()); it != entries->end()) {
     return it->second.second;
@@ -52,24 +52,28 @@ QueuedEntry queued_entry_of(const py::function& fn) {
 // The arguments of one call: a tensor is its data pointer into device memory,
 // an integer itself. false for anything else (the call then keeps Python).
 struct Words {
-  std::vector<uint64_t> words;
+  c10::SmallVector<uint64_t, 16> words; // no allocation for a kernel's usual few arguments
   size_t bytes = 0;                // what the kernel reads and writes
   std::vector<at::Tensor> tensors; // only while a graph captures: it owns what it replays
 };
 
-bool pack(const py::args& args, Words& out) {
-  out.words.reserve(args.size());
+bool pack(PyObject* const* args, Py_ssize_t count, Words& out) {
   const bool capturing = capture_in_progress();
-  for (const py::handle arg : args) {
-    if (THPVariable_Check(arg.ptr())) {
-      const at::Tensor& t = THPVariable_Unpack(arg.ptr());
+  for (Py_ssize_t i = 0; i < count; ++i) {
+    PyObject* arg = args[i];
+    if (THPVariable_Check(arg)) {
+      const at::Tensor& t = THPVariable_Unpack(arg);
       out.words.push_back(reinterpret_cast<uintptr_t>(t.data_ptr()));
       out.bytes += t.nbytes();
       if (capturing) {
         out.tensors.push_back(t);
       }
-    } else if (PyLong_Check(arg.ptr())) {
-      out.words.push_back(static_cast<uint64_t>(arg.cast<int64_t>()));
+    } else if (PyLong_Check(arg)) {
+      const long long value = PyLong_AsLongLong(arg);
+      if (value == -1 && PyErr_Occurred()) {
+        throw python_error();
+      }
+      out.words.push_back(static_cast<uint64_t>(value));
     } else {
       return false;
     }
@@ -92,7 +96,8 @@ void queue_generated(const c10::Stream& stream, QueuedEntry entry, Words&& call)
   queue_kernel(
       stream, [&] { entry(call.words.data()); },
       [&]() -> std::function<void()> {
-        return [entry, words = call.words, tensors = std::move(call.tensors)] { entry(words.data()); };
+        return [entry, words = std::vector<uint64_t>(call.words.begin(), call.words.end()),
+                tensors = std::move(call.tensors)] { entry(words.data()); };
       },
       "inductor kernel", call.bytes, QueueRule::kAtOnceWhenIdle);
 }
@@ -179,37 +184,65 @@ PyMethodDef g_empty_strided_def = {"_empty_strided", reinterpret_cast<PyCFunctio
 // Python threads may be feeding other streams meanwhile. An exception raised
 // by fn travels back through launch_kernel and is re-raised here as the same
 // Python exception.
+namespace {
+
+// A CPython function taking its arguments as they are (METH_FASTCALL), not
+// a pybind11 one, which builds a tuple and a dict for *args and **kwargs on
+// every call: compiled code calls this once per kernel.
+PyObject* launch_binding(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  HANDLE_TH_ERRORS
+  TORCH_CHECK_TYPE(nargs >= 2, "_launch(device, fn, *args, name=None) takes at least 2 arguments, got ", nargs);
+  TORCH_CHECK_TYPE(PyLong_Check(args[0]), "_launch: device must be an int, not ", Py_TYPE(args[0])->tp_name);
+  const long long device = PyLong_AsLongLong(args[0]);
+  if (device == -1 && PyErr_Occurred()) {
+    throw python_error();
+  }
+  if (device != -1 && (device < 0 || device >= device_count())) {
+    invalid_device_index(std::to_string(device));
+  }
+  PyObject* name = nullptr;
+  for (Py_ssize_t i = 0; kwnames != nullptr && i < PyTuple_GET_SIZE(kwnames); ++i) {
+    TORCH_CHECK_TYPE(PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, i), "name") == 0,
+                     "_launch() accepts only the keyword argument 'name'");
+    name = args[nargs + i];
+  }
+  const std::string traced_name =
+      emuTraceEnabled() && name != nullptr ? py::handle(name).cast<std::string>() : "inductor_kernel";
+  const KernelName kernel_name(traced_name.c_str());
+  const auto index = static_cast<c10::DeviceIndex>(device);
+  PyObject* fn = args[1];
+  if (const QueuedEntry entry = queued_entry_of(fn)) {
+    Words call;
+    if (pack(args + 2, nargs - 2, call)) {
+      queue_generated(current_stream(index), entry, std::move(call));
+      Py_RETURN_NONE;
+    }
+  }
+  py::object result;
+  {
+    py::gil_scoped_release no_gil;
+    launch_kernel(current_stream(index), [&] {
+      py::gil_scoped_acquire gil;
+      result = py::reinterpret_steal<py::object>(PyObject_Vectorcall(fn, args + 2, nargs - 2, nullptr));
+      if (!result) {
+        throw py::error_already_set();
+      }
+    });
+  }
+  return result.release().ptr();
+  END_HANDLE_TH_ERRORS
+}
+
+PyMethodDef g_launch_def = {"_launch", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&launch_binding)),
+                            METH_FASTCALL | METH_KEYWORDS, "Runs a generated kernel as device work."};
+
+} // namespace
+
 void init_compile_bindings(pybind11::module& m) {
   m.attr("_empty_strided") = py::reinterpret_steal<py::object>(
       PyCFunction_NewEx(&g_empty_strided_def, nullptr, m.attr("__name__").ptr()));
-  m.def("_launch", [](c10::DeviceIndex device, const py::function& fn, const py::args& args,
-                      const py::kwargs& kwargs) -> py::object {
-    if (device >= 0) {
-      check_device_index(device);
-    }
-    if (kwargs.size() > (kwargs.contains("name") ? 1u : 0u)) {
-      throw py::type_error("_launch() accepts only the keyword argument 'name'");
-    }
-    const std::string name =
-        emuTraceEnabled() && kwargs.contains("name") ? kwargs["name"].cast<std::string>() : "inductor_kernel";
-    const KernelName kernel_name(name.c_str());
-    if (const QueuedEntry entry = queued_entry_of(fn)) {
-      Words call;
-      if (pack(args, call)) {
-        queue_generated(current_stream(device), entry, std::move(call));
-        return py::none();
-      }
-    }
-    py::object result;
-    {
-      py::gil_scoped_release no_gil;
-      launch_kernel(current_stream(device), [&] {
-        py::gil_scoped_acquire gil;
-        result = fn(*args);
-      });
-    }
-    return result;
-  });
+  m.attr("_launch") = py::reinterpret_steal<py::object>(
+      PyCFunction_NewEx(&g_launch_def, nullptr, m.attr("__name__").ptr()));
 }
 // LITERALINCLUDE END: LAUNCH_BINDING
 
