@@ -1,6 +1,7 @@
 // The caching allocator's private state, shared by the files that implement
 // it: EmuDeviceAllocator.cpp (caching: allocate, free, reuse in stream order,
-// out of memory), EmuDeviceAllocatorPools.cpp (private pools, memory
+// out of memory), EmuDeviceAllocatorReturn.cpp (freed blocks back to their
+// pools: merged, or parked for reuse), EmuDeviceAllocatorPools.cpp (private pools, memory
 // fraction), EmuDeviceAllocatorLive.cpp (the block of a live allocation),
 // EmuDeviceAllocatorPluggable.cpp, EmuDeviceAllocatorHistory.cpp (history,
 // snapshots) and EmuDeviceAllocatorStats.cpp. Nothing else includes it.
@@ -178,6 +179,14 @@ inline c10::MempoolId_t pool_id(const Block* block) {
 bool small_request(size_t size);
 
 // Under dc.mutex (a CacheLock), every one.
+// EmuDeviceAllocatorReturn.cpp: a Block for a split (reusing the one a merge
+// gave up), a block into a pool (in a node extracted from one, if any), a
+// freed block back to its pool, parked (false: not parkable) or taken back.
+Block* new_block(DeviceCache& dc, c10::Stream stream, size_t size, bool small, void* ptr, PrivatePool* pool);
+void insert_block(BlockPool& pool, Block* block, BlockPool::node_type& node);
+void return_to_pool(DeviceCache& dc, Block* block);
+bool park_block(DeviceCache& dc, Block* block);
+Block* take_parked(DeviceCache& dc, const c10::Stream& stream, size_t size);
 [[noreturn]] void raise_oom(DeviceCache& dc, size_t size, const c10::Stream& stream);
 void process_events(DeviceCache& dc);
 void release_pool_segments(DeviceCache& dc, PrivatePool* private_pool);
