@@ -1,8 +1,8 @@
 // The caching allocator's private state, shared by the files that implement
 // it: EmuDeviceAllocator.cpp (caching: allocate, free, reuse in stream order,
 // out of memory), EmuDeviceAllocatorReturn.cpp (freed blocks back to their
-// pools: merged, or parked for reuse), EmuDeviceAllocatorPools.cpp (private pools, memory
-// fraction), EmuDeviceAllocatorLive.cpp (the block of a live allocation),
+// pools: merged, or parked for reuse), EmuDeviceAllocatorPools.cpp (private
+// pools, memory fraction), EmuDeviceAllocatorLive.cpp (the block of a live allocation),
 // EmuDeviceAllocatorPluggable.cpp, EmuDeviceAllocatorHistory.cpp (history,
 // snapshots) and EmuDeviceAllocatorStats.cpp. Nothing else includes it.
 #pragma once

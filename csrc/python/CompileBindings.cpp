@@ -9,17 +9,49 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include <cstdint>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "aten/kernels/EmuOps.h"
 #include "core/EmuGraph.h"
 #include "core/EmuLaunch.h"
-#include "aten/kernels/EmuOps.h"
 #include "core/EmuStream.h"
 #include "runtime/emu_runtime_trace.h"
 
 namespace torch_emu {
+
+namespace {
+
+// A Python int as int64 (OverflowError beyond it). The caller checked PyLong_Check.
+int64_t as_int64(PyObject* obj) {
+  const long long value = PyLong_AsLongLong(obj);
+  if (value == -1 && PyErr_Occurred()) {
+    throw python_error();
+  }
+  return value;
+}
+
+// An emu device index argument of `call`: -1 is the current device (nullopt).
+std::optional<c10::DeviceIndex> device_arg(PyObject* obj, const char* call) {
+  TORCH_CHECK_TYPE(PyLong_Check(obj), call, ": device must be an int, not ", Py_TYPE(obj)->tp_name);
+  const int64_t index = as_int64(obj);
+  if (index == -1) {
+    return std::nullopt;
+  }
+  if (index < 0 || index >= device_count()) {
+    invalid_device_index(std::to_string(index));
+  }
+  return static_cast<c10::DeviceIndex>(index);
+}
+
+// A METH_FASTCALL function of this file as an attribute of the module.
+void add_function(pybind11::module& m, PyMethodDef& def) {
+  m.attr(def.ml_name) = py::reinterpret_steal<py::object>(PyCFunction_NewEx(&def, nullptr, m.attr("__name__").ptr()));
+}
+
+} // namespace
 
 // LITERALINCLUDE START: QUEUED_LAUNCH
 namespace {
@@ -69,11 +101,7 @@ bool pack(PyObject* const* args, Py_ssize_t count, Words& out) {
         out.tensors.push_back(t);
       }
     } else if (PyLong_Check(arg)) {
-      const long long value = PyLong_AsLongLong(arg);
-      if (value == -1 && PyErr_Occurred()) {
-        throw python_error();
-      }
-      out.words.push_back(static_cast<uint64_t>(value));
+      out.words.push_back(static_cast<uint64_t>(as_int64(arg)));
     } else {
       return false;
     }
@@ -96,8 +124,7 @@ void queue_generated(const c10::Stream& stream, QueuedEntry entry, Words&& call)
   queue_kernel(
       stream, [&] { entry(call.words.data()); },
       [&]() -> std::function<void()> {
-        return [entry, words = std::vector<uint64_t>(call.words.begin(), call.words.end()),
-                tensors = std::move(call.tensors)] { entry(words.data()); };
+        return [entry, words = call.words, tensors = std::move(call.tensors)] { entry(words.data()); };
       },
       "inductor kernel", call.bytes, QueueRule::kAtOnceWhenIdle);
 }
@@ -117,11 +144,7 @@ c10::SmallVector<int64_t, 8> int_tuple(PyObject* tuple, const char* what) {
     PyObject* item = PyTuple_GET_ITEM(tuple, i);
     TORCH_CHECK_TYPE(PyLong_Check(item), "_empty_strided: ", what, " must be a tuple of ints, not of ",
                      Py_TYPE(item)->tp_name);
-    const long long value = PyLong_AsLongLong(item);
-    if (value == -1 && PyErr_Occurred()) {
-      throw python_error();
-    }
-    out.push_back(value);
+    out.push_back(as_int64(item));
   }
   return out;
 }
@@ -144,17 +167,9 @@ PyObject* empty_strided_binding(PyObject* /*self*/, PyObject* const* args, Py_ss
   TORCH_CHECK_TYPE(THPDtype_Check(args[2]), "_empty_strided: dtype must be a torch.dtype, not ",
                    Py_TYPE(args[2])->tp_name);
   const at::ScalarType dtype = reinterpret_cast<THPDtype*>(args[2])->scalar_type;
-  TORCH_CHECK_TYPE(PyLong_Check(args[3]), "_empty_strided: device must be an int, not ", Py_TYPE(args[3])->tp_name);
-  const long long index = PyLong_AsLongLong(args[3]);
-  if (index == -1 && PyErr_Occurred()) {
-    throw python_error();
-  }
   std::optional<at::Device> device;
-  if (index != -1) {
-    if (index < 0 || index >= device_count()) {
-      invalid_device_index(std::to_string(index));
-    }
-    device = at::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index));
+  if (const auto index = device_arg(args[3], "_empty_strided")) {
+    device = at::Device(c10::DeviceType::PrivateUse1, *index);
   }
   at::globalContext().lazyInitDevice(c10::DeviceType::PrivateUse1);
   return THPVariable_Wrap(empty_strided(size, stride, dtype, std::nullopt, device, std::nullopt));
@@ -192,14 +207,7 @@ namespace {
 PyObject* launch_binding(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   HANDLE_TH_ERRORS
   TORCH_CHECK_TYPE(nargs >= 2, "_launch(device, fn, *args, name=None) takes at least 2 arguments, got ", nargs);
-  TORCH_CHECK_TYPE(PyLong_Check(args[0]), "_launch: device must be an int, not ", Py_TYPE(args[0])->tp_name);
-  const long long device = PyLong_AsLongLong(args[0]);
-  if (device == -1 && PyErr_Occurred()) {
-    throw python_error();
-  }
-  if (device != -1 && (device < 0 || device >= device_count())) {
-    invalid_device_index(std::to_string(device));
-  }
+  const c10::DeviceIndex index = device_arg(args[0], "_launch").value_or(-1);
   PyObject* name = nullptr;
   for (Py_ssize_t i = 0; kwnames != nullptr && i < PyTuple_GET_SIZE(kwnames); ++i) {
     TORCH_CHECK_TYPE(PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, i), "name") == 0,
@@ -209,7 +217,6 @@ PyObject* launch_binding(PyObject* /*self*/, PyObject* const* args, Py_ssize_t n
   const std::string traced_name =
       emuTraceEnabled() && name != nullptr ? py::handle(name).cast<std::string>() : "inductor_kernel";
   const KernelName kernel_name(traced_name.c_str());
-  const auto index = static_cast<c10::DeviceIndex>(device);
   PyObject* fn = args[1];
   if (const QueuedEntry entry = queued_entry_of(fn)) {
     Words call;
@@ -239,10 +246,8 @@ PyMethodDef g_launch_def = {"_launch", reinterpret_cast<PyCFunction>(reinterpret
 } // namespace
 
 void init_compile_bindings(pybind11::module& m) {
-  m.attr("_empty_strided") = py::reinterpret_steal<py::object>(
-      PyCFunction_NewEx(&g_empty_strided_def, nullptr, m.attr("__name__").ptr()));
-  m.attr("_launch") = py::reinterpret_steal<py::object>(
-      PyCFunction_NewEx(&g_launch_def, nullptr, m.attr("__name__").ptr()));
+  add_function(m, g_empty_strided_def);
+  add_function(m, g_launch_def);
 }
 // LITERALINCLUDE END: LAUNCH_BINDING
 
