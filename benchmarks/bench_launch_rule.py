@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/bench_launch_rule.py [--quick] [--json PATH]
 
 The default launch mode runs a kernel onto an idle stream at once when it
-reads and writes fewer than 128 KiB, and queues it otherwise (run_at_once in
+reads and writes at most 64 KiB, and queues it otherwise (run_at_once in
 csrc/core/EmuLaunch.cpp). This benchmark shows where that line comes from:
 back-to-back `a + b` and `a @ a` on float32 tensors of growing size, timed in
 a process where every kernel onto an idle stream runs at once

@@ -59,9 +59,10 @@ void size_worker_team() {
   (void)sized;
 }
 
-// Below this many bytes read and written a kernel is small: it runs faster at
-// once than queued (run_at_once below).
-constexpr size_t kSmallKernelBytes = 128 << 10;
+// Up to this many bytes read and written a kernel is small: it runs faster at
+// once than queued (run_at_once below). A binary op on two 64x64 float
+// tensors (48 KiB), `where` (52 KiB) and `cat` of two (64 KiB) are small.
+constexpr size_t kSmallKernelBytes = 64 << 10;
 
 // Below this many a kernel the host thread runs (at once, or queued work of a
 // stream it waits for) runs alone, without the thread's OpenMP team. Once a
@@ -406,10 +407,17 @@ void prefer_auto_launch_mode() {
 // nothing queued or running: queueing costs the host a hand-off to the
 // stream's worker (2 to 3 microseconds here) and pays only when the kernel
 // runs long enough for the host to get ahead meanwhile. Its cost is taken as
-// the bytes it reads and writes (kSmallKernelBytes, above): measured on two cores
-// (benchmarks/bench_launch_rule.py), elementwise ops and matrix products run
-// faster at once at 48 KiB and queued from 192 KiB (a 64x64 product, short
-// on bytes and long on arithmetic, already gains from queueing). A kernel onto
+// the bytes it reads and writes, plus a matrix product's multiply-adds
+// (EmuKernelLaunch.h), against kSmallKernelBytes (above). Back to back
+// (benchmarks/bench_launch_rule.py, two cores) elementwise ops run faster at
+// once at 48 KiB and queued from 192 KiB. Between the launches of a model
+// written in Python the host does more work of its own, and the stream is
+// idle at most of them: there a queued kernel costs the host the hand-off
+// alone, and at once it costs the kernel too. The tiny Hugging Face Llama's
+// step (benchmarks/bench_async.py) took 0.92x CPU's with the line at
+// 128 KiB, 0.85x at 48-64 KiB, 0.77x with every kernel queued; the other
+// workloads and the demo did not move. 64 KiB keeps 64x64 small ops at once.
+// A kernel onto
 // a busy stream is queued in every mode but blocking: it must run after the
 // stream's work, and the host need not wait for that. A caller that launches
 // kernels back to back with little host work between them (generated code)
@@ -417,7 +425,7 @@ void prefer_auto_launch_mode() {
 bool run_at_once(LaunchMode mode, emuStream_t stream, size_t bytes, QueueRule rule) {
   switch (mode) {
     case LaunchMode::kAdaptive:
-      return (bytes < kSmallKernelBytes || rule == QueueRule::kAtOnceWhenIdle) && !stream_busy(stream);
+      return (bytes <= kSmallKernelBytes || rule == QueueRule::kAtOnceWhenIdle) && !stream_busy(stream);
     case LaunchMode::kAuto:
       return !stream_busy(stream);
     case LaunchMode::kQueued:
