@@ -387,32 +387,6 @@ def test_a_few_rows_of_a_large_table_are_a_small_kernel(baseline_memory):
 # LITERALINCLUDE END: TEST_LOOKUP_COST
 
 
-# LITERALINCLUDE START: TEST_PRODUCT_COST
-def test_a_matrix_product_costs_its_multiply_adds(baseline_memory):
-    """multiply_adds (EmuKernelLaunch.h): a 64×64 product reads and writes
-    48 KiB, under the small-kernel line, but its 262,144 multiply-adds put it
-    over: queued by the default rule, in each form. An 8×8 product and an add
-    of the same 48 KiB stay small."""
-    mode = torch_emu._C._launch_mode()
-    if mode == "blocking":
-        pytest.skip("blocking launch mode: every launch waits")
-    a, b, bias = (torch.randn(64, 64, device="emu") for _ in range(3))
-    small = torch.randn(8, 8, device="emu")
-    out = torch.empty(64, 64, device="emu")
-    torch.emu.synchronize()
-    at_once = (1, 0) if mode == "queued" else (0, 1)
-    queued = (0, 1) if mode == "auto" else (1, 0)
-    for product in (lambda: a @ b, lambda: torch.addmm(bias, a, b), lambda: torch.bmm(a[None], b[None]),
-                    lambda: torch.baddbmm(bias[None], a[None], b[None]), lambda: torch.mm(a, b, out=out),
-                    lambda: out.addmm_(a, b)):
-        assert _launches(product) == queued
-        torch.emu.synchronize()
-    assert _launches(lambda: small @ small) == at_once
-    assert _launches(lambda: a + b) == at_once
-    torch.emu.synchronize()
-    torch.testing.assert_close(torch.addmm(bias, a, b).cpu(), torch.addmm(bias.cpu(), a.cpu(), b.cpu()))
-# LITERALINCLUDE END: TEST_PRODUCT_COST
-
 
 @pytest.mark.skipif(torch.get_num_threads() < 2, reason="needs a kernel with OpenMP threads")
 def test_scratch_allocated_on_a_kernels_openmp_threads_keeps_stream_order(baseline_memory):

@@ -407,16 +407,17 @@ void prefer_auto_launch_mode() {
 // nothing queued or running: queueing costs the host a hand-off to the
 // stream's worker (2 to 3 microseconds here) and pays only when the kernel
 // runs long enough for the host to get ahead meanwhile. Its cost is taken as
-// the bytes it reads and writes, plus a matrix product's multiply-adds
-// (EmuKernelLaunch.h), against kSmallKernelBytes (above). Back to back
-// (benchmarks/bench_launch_rule.py, two cores) elementwise ops run faster at
-// once at 48 KiB and queued from 192 KiB. Between the launches of a model
-// written in Python the host does more work of its own, and the stream is
-// idle at most of them: there a queued kernel costs the host the hand-off
-// alone, and at once it costs the kernel too. The tiny Hugging Face Llama's
-// step (benchmarks/bench_async.py) took 0.92x CPU's with the line at
-// 128 KiB, 0.85x at 48-64 KiB, 0.77x with every kernel queued; the other
-// workloads and the demo did not move. 64 KiB keeps 64x64 small ops at once.
+// the bytes it reads and writes, against kSmallKernelBytes (above). Back to
+// back (benchmarks/bench_launch_rule.py, two cores) elementwise ops run
+// faster at once at 48 KiB and queued from 192 KiB. Between the launches of
+// a model written in Python the host does more work of its own, and the
+// stream is idle at most of them: there a queued kernel costs the host the
+// hand-off alone, and at once it costs the kernel too. The tiny Hugging Face
+// Llama's step (benchmarks/bench_async.py) took 0.92x CPU's with the line at
+// 128 KiB, 0.87-0.89x at 64 KiB, 0.77x with every kernel queued; the other
+// workloads and the demo did not move. 64 KiB keeps 64x64 small ops at once,
+// which an op followed by .item() needs: queued, a 64x64 product then
+// .item() took 1.35x CPU's time instead of 0.99x.
 // A kernel onto
 // a busy stream is queued in every mode but blocking: it must run after the
 // stream's work, and the host need not wait for that. A caller that launches

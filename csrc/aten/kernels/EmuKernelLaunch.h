@@ -240,29 +240,6 @@ size_t tensor_bytes(const Args&... args) {
 template <typename Impl>
 inline constexpr bool picks_rows = false;
 
-// LITERALINCLUDE START: MULTIPLY_ADDS
-// A matrix product does out.numel() × k multiply-adds on what it reads and
-// writes: far more work than its bytes say. Measured on one core, a 64×64
-// product (48 KiB) takes 3.4 µs, as long as an elementwise op on 300 KiB; a
-// multiply-add costs about what 1.2 bytes of an elementwise op do. So its
-// cost counts one byte per multiply-add on top of its bytes, and Llama's
-// projections (128×64 by 64×64: 80 KiB, 5.6 µs) are queued instead of run
-// on the host. A structured product's file sets this to the position of its
-// left matrix among the op's tensor arguments (mm: 0, addmm: 1).
-template <typename Impl>
-inline constexpr int left_matrix = -1;
-
-template <typename Impl, typename... Args>
-size_t multiply_adds(const at::Tensor& out, const Args&... args) {
-  if constexpr (left_matrix<Impl> >= 0) {
-    const at::Tensor& left = std::get<left_matrix<Impl>>(std::forward_as_tuple(args...));
-    return left.dim() == 0 ? 0 : static_cast<size_t>(out.numel()) * static_cast<size_t>(left.size(-1));
-  } else {
-    return 0;
-  }
-}
-// LITERALINCLUDE END: MULTIPLY_ADDS
-
 // Emu tensors become host aliases, everything else passes through. (One
 // function with `if constexpr`, not overloads: a template overload would win
 // for a non-const `at::Tensor&` and pass it through unaliased.)

@@ -318,7 +318,7 @@ struct Structured<Impl, N, void (Base::*)(Self, Rest...)> {
             out_as_is(-1, aliases.alias(out), host_arg(aliases, self), host_arg(aliases, rest)...);
           },
           [&] { return replay_out(/*on_host=*/true, out, self, rest...); }, kernel_name<Impl>(),
-          cost(out, tensor_bytes(out, self, rest...), self, rest...));
+          tensor_bytes(out, self, rest...));
     }
     return out;
   }
@@ -334,7 +334,7 @@ struct Structured<Impl, N, void (Base::*)(Self, Rest...)> {
             inplace_as_is(-1, aliases.alias(self), host_arg(aliases, rest)...);
           },
           [&] { return replay_inplace(/*on_host=*/true, self, rest...); }, kernel_name<Impl>(),
-          cost(self, tensor_bytes(self, rest...), self, rest...));
+          tensor_bytes(self, rest...));
     }
     return self;
   }
@@ -358,7 +358,7 @@ struct Structured<Impl, N, void (Base::*)(Self, Rest...)> {
     if (device >= 0) {
       queue_on(
           device, kernel, [&] { return replay_inplace(/*on_host=*/false, self, rest...); }, kernel_name<Impl>(),
-          cost(self, tensor_bytes(self, rest...), self, rest...));
+          tensor_bytes(self, rest...));
     } else {
       kernel();
     }
@@ -383,7 +383,7 @@ struct Structured<Impl, N, void (Base::*)(Self, Rest...)> {
     if (device >= 0) {
       queue_on(
           device, kernel, [&] { return replay_out(/*on_host=*/false, out, self, rest...); }, kernel_name<Impl>(),
-          cost(out, tensor_bytes(out, self, rest...), self, rest...));
+          tensor_bytes(out, self, rest...));
     } else {
       kernel();
     }
@@ -397,13 +397,6 @@ struct Structured<Impl, N, void (Base::*)(Self, Rest...)> {
         out, args...);
   }
 
-  // A kernel's cost, queue_kernel's measure: the `bytes` it reads and writes
-  // plus, for a matrix product, its multiply-adds into `out`.
-  template <typename... A>
-  static size_t cost(const at::Tensor& out, size_t bytes, const A&... args) {
-    return bytes + multiply_adds<Impl>(out, args...);
-  }
-
   // What a functional kernel reads and writes: its outputs and operands, or
   // for one that picks rows of `self`, its outputs twice and the rest.
   template <typename S, typename... R>
@@ -411,7 +404,7 @@ struct Structured<Impl, N, void (Base::*)(Self, Rest...)> {
     if constexpr (picks_rows<Impl>) {
       return 2 * op.nbytes() + tensor_bytes(rest...);
     } else {
-      return cost(*op.outputs[0], op.nbytes() + tensor_bytes(self, rest...), self, rest...);
+      return op.nbytes() + tensor_bytes(self, rest...);
     }
   }
 

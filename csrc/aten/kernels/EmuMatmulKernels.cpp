@@ -26,16 +26,6 @@ inline constexpr bool kernel::stand_in_errors_are_real<at::native::structured_ad
 template <>
 inline constexpr bool kernel::stand_in_errors_are_real<at::native::structured_baddbmm_out_cpu> = true;
 
-// Where their left matrix is, for their cost (EmuKernelLaunch.h).
-template <>
-inline constexpr int kernel::left_matrix<at::native::structured_mm_out_cpu> = 0;
-template <>
-inline constexpr int kernel::left_matrix<at::native::structured_bmm_out_cpu> = 0;
-template <>
-inline constexpr int kernel::left_matrix<at::native::structured_addmm_out_cpu> = 1;
-template <>
-inline constexpr int kernel::left_matrix<at::native::structured_baddbmm_out_cpu> = 1;
-
 namespace {
 
 using namespace at::native;
