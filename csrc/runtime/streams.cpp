@@ -11,7 +11,9 @@
 // Items carry sequence numbers (1, 2, 3... per stream, in submission order);
 // `completed` is the sequence number of the last finished item. Waiting for a
 // stream means waiting until `completed` reaches a target, which is what makes
-// "wait only for the work queued before me" cheap to express.
+// "wait only for the work queued before me" cheap to express. The front of
+// the queue runs once `completed` is one short of its number, which also
+// orders it after an item running inline on another thread.
 
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -119,16 +121,66 @@ int run_work(emuStream* s, const Work& w) {
   return 0;
 }
 
+// Whether the queue's front may run now: every item before it has finished
+// (none runs inline elsewhere). Called with s->mu held.
+bool front_runnable(const emuStream* s) {
+  return !s->queue.empty() && s->queue.front().seq == s->completed.load() + 1;
+}
+
+// LITERALINCLUDE START: WAIT_ON
+// Waits on `cv` (with s->mu held by `lock`) until `ready`. An item that ran
+// inline finishes without the stream's lock (finish_unlocked): it first
+// stores `completed`, then looks for sleepers. A sleeper that needs that end
+// (`needs_inline_end`) first counts itself, then checks `ready`. Both are
+// sequentially consistent, so either the sleeper sees the new `completed` or
+// the finisher sees the sleeper and notifies it under the lock, which the
+// sleeper holds until it waits. An idle worker (its queue empty) does not
+// count: an inline item's end gives it nothing to run, and the lock stays
+// off the path of a kernel onto an idle stream.
+template <typename Ready, typename Needs>
+void wait_on(emuStream* s, std::condition_variable& cv, std::unique_lock<std::mutex>& lock, Ready&& ready,
+             Needs&& needs_inline_end) {
+  while (!ready()) {
+    const bool counted = needs_inline_end();
+    if (counted) {
+      s->sleepers.fetch_add(1);
+      if (ready()) {
+        s->sleepers.fetch_sub(1);
+        return;
+      }
+    }
+    cv.wait(lock);
+    if (counted) s->sleepers.fetch_sub(1);
+  }
+}
+constexpr auto kAlways = [] { return true; };
+// LITERALINCLUDE END: WAIT_ON
+
+// Wakes what may wait for item `w`'s end. Called with s->mu held.
+void notify_finished_locked(emuStream* s) {
+  if (front_runnable(s) && s->helpers == 0) s->work_cv.notify_one();
+  s->done_cv.notify_all();
+}
+
 // Marks item `w` finished. Called with s->mu held. An event record completes
 // here, under the stream's lock, as the stream counts it done: who sees the
 // event complete and then queries the stream (which takes the lock) finds the
 // stream done too, as after cudaEventSynchronize, and the other way round.
 void finish_locked(emuStream* s, const Work& w) {
   if (w.kind == WorkKind::kEventRecord) complete_record(w.event, w.version);
-  s->running = false;
-  s->completed = w.seq;
-  if (!s->queue.empty() && s->helpers == 0) s->work_cv.notify_one();
-  s->done_cv.notify_all();
+  s->completed.store(w.seq);
+  notify_finished_locked(s);
+}
+
+// Marks item `w`, which ran inline, finished: without the lock unless a
+// thread sleeps on the stream (wait_on). Not for an event record, which
+// completes under the lock (finish_locked).
+void finish_unlocked(emuStream* s, const Work& w) {
+  s->completed.store(w.seq);
+  if (s->sleepers.load() != 0) {
+    std::lock_guard<std::mutex> lock(s->mu);
+    notify_finished_locked(s);
+  }
 }
 
 // Takes the front item and runs it on this thread (the worker, or a thread
@@ -136,7 +188,6 @@ void finish_locked(emuStream* s, const Work& w) {
 void run_front_locked(emuStream* s, std::unique_lock<std::mutex>& lock) {
   const Work w = s->queue.front();
   s->queue.pop_front();
-  s->running = true;
   lock.unlock();
   int rc;
   try {
@@ -179,12 +230,13 @@ void worker_main(emuStream* s) {
       spin_until([s, seen] { return s->submitted.load(std::memory_order_acquire) != seen; });
       lock.lock();
     }
-    // `running` may be an inline item on another thread: queued items wait
-    // for it, which keeps the stream in order. While a thread waiting for
-    // the stream runs its items, the worker leaves them to it.
-    s->work_cv.wait(lock, [s] {
-      return (!s->queue.empty() && !s->running && s->helpers == 0) || (s->stop && s->queue.empty());
-    });
+    // The front waits for an item running inline on another thread, which
+    // keeps the stream in order. While a thread waiting for the stream runs
+    // its items, the worker leaves them to it.
+    wait_on(
+        s, s->work_cv, lock,
+        [s] { return (front_runnable(s) && s->helpers == 0) || (s->stop && s->queue.empty()); },
+        [s] { return !s->queue.empty(); });
     if (s->queue.empty()) return;  // stop requested, and drained
     run_front_locked(s, lock);
   }
@@ -202,7 +254,7 @@ void help_until_completed(emuStream* s, uint64_t target) {
   std::unique_lock<std::mutex> lock(s->mu);
   ++s->helpers;
   while (s->completed < target) {
-    if (!s->running && !s->queue.empty()) {
+    if (front_runnable(s)) {
       run_front_locked(s, lock);
       continue;
     }
@@ -211,9 +263,9 @@ void help_until_completed(emuStream* s, uint64_t target) {
     lock.unlock();
     spin_until([s, seen] { return s->completed.load(std::memory_order_acquire) != seen; });
     lock.lock();
-    s->done_cv.wait(lock, [&] { return s->completed >= target || (!s->running && !s->queue.empty()); });
+    wait_on(s, s->done_cv, lock, [&] { return s->completed >= target || front_runnable(s); }, kAlways);
   }
-  if (--s->helpers == 0 && !s->queue.empty() && !s->running) s->work_cv.notify_one();
+  if (--s->helpers == 0 && front_runnable(s)) s->work_cv.notify_one();
 }
 // LITERALINCLUDE END: WAITER_RUNS_WORK
 
@@ -228,6 +280,18 @@ emuError_t check_stream(const char* call, const emuStream* s) {
 }
 
 // LITERALINCLUDE START: INLINE_FAST_PATH
+// Claims the next sequence number of `s` if the stream is idle: everything
+// submitted has finished. One compare-and-swap, no lock: a submitter that
+// queues takes its number with an atomic increment under the lock, so of the
+// two, the second sees the stream busy.
+bool claim_if_idle(emuStream* s, uint64_t* seq) {
+  uint64_t done = s->completed.load();
+  if (s->submitted.load() != done) return false;
+  if (!s->submitted.compare_exchange_strong(done, done + 1)) return false;
+  *seq = done + 1;
+  return true;
+}
+
 // Hands `w` to stream `s`: runs it right here if the stream is idle (nothing
 // queued, nothing running), else appends it to the queue for the worker.
 emuError_t submit(const char* call, emuStream* s, Work w, bool allow_inline, Submitted* out) {
@@ -243,18 +307,19 @@ emuError_t submit(const char* call, emuStream* s, Work w, bool allow_inline, Sub
       return emuSuccess;
     }
   }
-  std::unique_lock<std::mutex> lock(s->mu);
-  if (allow_inline && !s->running && s->queue.empty()) {
-    w.seq = ++s->submitted;
-    s->running = true;  // concurrent submitters now queue behind us
-    lock.unlock();
-    // Restore the stream even if a host function throws through us.
+  if (allow_inline && claim_if_idle(s, &w.seq)) {
+    // Concurrent submitters now queue behind us. Finish the item even if a
+    // host function throws through us.
     struct Finish {
       emuStream* s;
       const Work& w;
       ~Finish() {
-        std::lock_guard<std::mutex> relock(s->mu);
-        finish_locked(s, w);
+        if (w.kind == WorkKind::kEventRecord) {
+          std::lock_guard<std::mutex> lock(s->mu);
+          finish_locked(s, w);
+        } else {
+          finish_unlocked(s, w);
+        }
       }
     } finish{s, w};
     out->seq = w.seq;
@@ -262,6 +327,8 @@ emuError_t submit(const char* call, emuStream* s, Work w, bool allow_inline, Sub
     out->rc = run_work(s, w);
     return emuSuccess;
   }
+
+  std::unique_lock<std::mutex> lock(s->mu);
 
   if (!s->worker.joinable()) {
     try {
@@ -271,7 +338,7 @@ emuError_t submit(const char* call, emuStream* s, Work w, bool allow_inline, Sub
                        "stream on emu:%d (%s)", call, s->device, e.what());
     }
   }
-  w.seq = ++s->submitted;
+  w.seq = s->submitted.fetch_add(1) + 1;
   if (w.event != nullptr) retain(w.event);
   s->queue.push_back(w);
   s->work_cv.notify_one();
@@ -289,7 +356,7 @@ void wait_until_completed(emuStream* s, uint64_t target) {
   }
   if (spin_until([s, target] { return s->completed.load(std::memory_order_acquire) >= target; })) return;
   std::unique_lock<std::mutex> lock(s->mu);
-  s->done_cv.wait(lock, [&] { return s->completed >= target; });
+  wait_on(s, s->done_cv, lock, [&] { return s->completed >= target; }, kAlways);
 }
 
 // Waits for everything submitted to `s` so far, except when this thread is
@@ -467,7 +534,7 @@ emuError_t emuStreamQuery(emuStream_t stream) {
     // Busy first, failure second: checked the other way round, a kernel that
     // failed in between would go unreported by this query (a later call would report it).
     std::lock_guard<std::mutex> lock(stream->mu);
-    if (stream->running || !stream->queue.empty()) return emuErrorNotReady;
+    if (stream->submitted.load() != stream->completed.load()) return emuErrorNotReady;
   }
   return take_failure("emuStreamQuery", stream);
 }

@@ -119,13 +119,15 @@ struct emuStream {
   std::condition_variable work_cv;  // worker: an item became runnable, or stop
   std::condition_variable done_cv;  // waiters: an item finished
   emu::WorkQueue queue;
-  bool running = false;  // an item executes (on the worker or inline)
   bool stop = false;
   int helpers = 0;       // threads waiting for the stream that run its items meanwhile
-  // Written under `mu`; atomic so that waiting on an idle stream (the common
-  // case: every kernel launch is followed by a wait) takes no lock.
+  // The stream is idle when submitted == completed; item `completed + 1` is
+  // the one that may run. Queued items take their number under `mu`; an
+  // item onto an idle stream claims its number without it (submit), and
+  // finishes without it unless a thread sleeps on the stream (`sleepers`).
   std::atomic<uint64_t> submitted{0};  // sequence number of the last submitted item
   std::atomic<uint64_t> completed{0};  // sequence number of the last finished item
+  std::atomic<int> sleepers{0};        // waiting threads an inline item's end must wake (wait_on)
   std::atomic<int> failed_rc{0};       // non-zero: a worker-run kernel failed, not yet reported
   std::string failed_message;          // what it said (emuKernelSetErrorMessage), under `mu`
   std::thread worker;

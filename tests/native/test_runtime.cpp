@@ -909,7 +909,14 @@ void test_concurrent_submitters() {
       emuEventCreateWithFlags(&ev, emuEventDisableTiming);
       for (int i = 0; i < kLaunches; ++i) {
         launches[t][i] = {&shared, t, i};
-        if (emuLaunchKernel(shared_stream, kernel_count, &launches[t][i]) != emuSuccess) ++errors;
+        // Inline onto an idle stream (a lock-free claim) racing with queued
+        // launches and with the worker's items: neither may overlap or reorder.
+        const auto launch = i % 3 == 0 ? emuLaunchKernelAsync : emuLaunchKernel;
+        if (launch(shared_stream, kernel_count, &launches[t][i]) != emuSuccess) ++errors;
+        if (i % 250 == 0) {
+          const emuError_t busy = emuStreamQuery(shared_stream);
+          if (busy != emuSuccess && busy != emuErrorNotReady) ++errors;
+        }
         if (i % 100 == 0) {
           // Mix in cross-stream traffic.
           if (emuEventRecord(ev, shared_stream) != emuSuccess) ++errors;
