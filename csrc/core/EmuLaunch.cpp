@@ -417,9 +417,8 @@ void prefer_auto_launch_mode() {
 // 128 KiB, 0.87-0.89x at 64 KiB, 0.77x with every kernel queued; the other
 // workloads and the demo did not move. 64 KiB keeps 64x64 small ops at once,
 // which an op followed by .item() needs: queued, a 64x64 product then
-// .item() took 1.35x CPU's time instead of 0.99x.
-// A kernel onto
-// a busy stream is queued in every mode but blocking: it must run after the
+// .item() took 1.35x CPU's time instead of 0.99x. A kernel onto a busy
+// stream is queued in every mode but blocking: it must run after the
 // stream's work, and the host need not wait for that. A caller that launches
 // kernels back to back with little host work between them (generated code)
 // asks for every kernel onto an idle stream at once (kAtOnceWhenIdle).

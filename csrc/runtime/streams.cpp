@@ -156,7 +156,8 @@ void wait_on(emuStream* s, std::condition_variable& cv, std::unique_lock<std::mu
 constexpr auto kAlways = [] { return true; };
 // LITERALINCLUDE END: WAIT_ON
 
-// Wakes what may wait for item `w`'s end. Called with s->mu held.
+// Wakes what may wait for an item's end: the worker if the queue's front can
+// now run, and the waiting threads. Called with s->mu held.
 void notify_finished_locked(emuStream* s) {
   if (front_runnable(s) && s->helpers == 0) s->work_cv.notify_one();
   s->done_cv.notify_all();

@@ -71,14 +71,9 @@ at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& i
     sizes[dim] = index.numel();
   }
   at::Tensor result = at::empty(sizes, self.options());
-  kernel::queue_on(
-      self.device().index(), [&] { index_select_kernel(self, dim, index, result); },
-      [&]() -> std::function<void()> {
-        return [self = kernel::keep(self), dim, index = kernel::keep(index), result = kernel::keep(result)]() mutable {
-          index_select_kernel(self, dim, index, result);
-        };
-      },
-      "index_select", 2 * result.nbytes() + index.nbytes()); // reads as many rows as it writes
+  // It reads as many rows as it writes.
+  OnDevice<&index_select_kernel>::call_as("index_select", 2 * result.nbytes() + index.nbytes(), self, dim, index,
+                                          result);
   return result;
 }
 // LITERALINCLUDE END: INDEX_SELECT

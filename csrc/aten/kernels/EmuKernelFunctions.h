@@ -18,24 +18,36 @@ struct OnDevice;
 
 template <typename R, typename... Args, R (*fn)(Args...)>
 struct OnDevice<fn> {
+  // A void function fills tensors it is given; a random fill (normal_,
+  // random_...) fills its first argument and returns it: both are queued.
+  static constexpr bool kQueued = std::is_void_v<R> || draws_random_numbers<Args...>;
+
   static R call(Args... args) {
-    const c10::DeviceIndex device = common_device(args...);
-    // A void function fills tensors it is given; a random fill (normal_,
-    // random_...) fills its first argument and returns it: both are queued.
-    if constexpr (std::is_void_v<R> || draws_random_numbers<Args...>) {
-      order_draws(device, args...);
-      queue_on(
-          device, [&] { fn(kernel_arg(std::forward<Args>(args), device)...); },
-          [&] { return replay(device, args...); }, kernel_name<fn>(), tensor_bytes(args...));
-      if constexpr (!std::is_void_v<R>) {
-        static_assert(std::is_same_v<R, at::Tensor&> &&
-                      std::is_same_v<std::tuple_element_t<0, std::tuple<Args...>>, at::Tensor&>);
-        return std::get<0>(std::forward_as_tuple(args...));
-      }
+    if constexpr (kQueued) {
+      const size_t bytes = tensor_bytes(args...);
+      return call_as(kernel_name<fn>(), bytes, std::forward<Args>(args)...);
     } else {
+      const c10::DeviceIndex device = common_device(args...);
       return run_on(
           device, [&]() -> R { return fn(kernel_arg(std::forward<Args>(args), device)...); },
           [&] { return replay(device, args...); }, kernel_name<fn>());
+    }
+  }
+
+  // A queued one under the name `what` (its errors', its op's), costing
+  // `bytes` (queue_kernel's measure) where the bytes of its tensors overstate
+  // it: a lookup reads only the rows it picks (index_select).
+  static R call_as(const char* what, size_t bytes, Args... args) {
+    static_assert(kQueued, "only a queued kernel has a cost");
+    const c10::DeviceIndex device = common_device(args...);
+    order_draws(device, args...);
+    queue_on(
+        device, [&] { fn(kernel_arg(std::forward<Args>(args), device)...); },
+        [&] { return replay(device, args...); }, what, bytes);
+    if constexpr (!std::is_void_v<R>) {
+      static_assert(std::is_same_v<R, at::Tensor&> &&
+                    std::is_same_v<std::tuple_element_t<0, std::tuple<Args...>>, at::Tensor&>);
+      return std::get<0>(std::forward_as_tuple(args...));
     }
   }
 
